@@ -1,0 +1,256 @@
+//! Configuration of `agentvfs-front`: flags, `AGENTVFS_*` environment
+//! variables and an optional TOML file (`--config`), in that order of
+//! precedence. Everything is validated before the server binds.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use serde::Deserialize;
+
+use crate::store::{Durability, Quota, StoreLimits};
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    #[default]
+    Plain,
+    Json,
+}
+
+/// Every setting, each optional so that the sources can be layered.
+#[derive(Debug, Clone, Default, Parser, Deserialize)]
+#[command(
+    name = "agentvfs-front",
+    version,
+    about = "The agentvfs front: the gRPC file system for AI agents."
+)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Options {
+    /// TOML file with any of these settings (flags and environment win).
+    #[arg(long, env = "AGENTVFS_CONFIG")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Address to serve gRPC on; port 0 picks a free port.
+    #[arg(long, env = "AGENTVFS_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Directory of the sled store.
+    #[arg(long, env = "AGENTVFS_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Worker addresses, comma-separated.
+    #[arg(long, env = "AGENTVFS_WORKER", value_delimiter = ',')]
+    pub worker: Option<Vec<String>>,
+    /// Accept unauthenticated calls as principal `dev` (loopback only).
+    #[arg(long, env = "AGENTVFS_DEV", num_args = 0..=1, default_missing_value = "true")]
+    pub dev: Option<bool>,
+    /// TOML file of bearer tokens: `[[tokens]] token, principal, admin`.
+    #[arg(long, env = "AGENTVFS_TOKENS")]
+    pub tokens: Option<PathBuf>,
+    /// How writes are made durable before they are acknowledged.
+    #[arg(long, env = "AGENTVFS_DURABILITY", value_enum)]
+    pub durability: Option<Durability>,
+    #[arg(long, env = "AGENTVFS_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Largest file text operations accept, in bytes.
+    #[arg(long, env = "AGENTVFS_MAX_TEXT_BYTES")]
+    pub max_text_bytes: Option<u64>,
+    /// Largest file of any kind, in bytes.
+    #[arg(long, env = "AGENTVFS_MAX_FILE_BYTES")]
+    pub max_file_bytes: Option<u64>,
+    /// Largest gRPC message, in bytes.
+    #[arg(long, env = "AGENTVFS_MAX_MESSAGE_BYTES")]
+    pub max_message_bytes: Option<usize>,
+    /// Default byte quota of new spaces.
+    #[arg(long, env = "AGENTVFS_DEFAULT_QUOTA_BYTES")]
+    pub default_quota_bytes: Option<u64>,
+    /// Default file-count quota of new spaces.
+    #[arg(long, env = "AGENTVFS_DEFAULT_QUOTA_FILES")]
+    pub default_quota_files: Option<u64>,
+    /// Seconds in-flight calls get to finish after SIGTERM.
+    #[arg(long, env = "AGENTVFS_DRAIN_SECONDS")]
+    pub drain_seconds: Option<u64>,
+    /// Print the effective configuration and exit.
+    #[arg(long)]
+    #[serde(skip)]
+    pub print_config: bool,
+}
+
+/// The validated configuration the server runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub workers: Vec<String>,
+    pub dev: bool,
+    pub tokens: Option<PathBuf>,
+    pub durability: Durability,
+    pub log_format: LogFormat,
+    pub limits: StoreLimits,
+    pub max_message_bytes: usize,
+    pub drain: Duration,
+}
+
+/// A configuration that cannot be used; the message is printed as is.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+impl Options {
+    /// Layers the `--config` file (if any) under these options.
+    pub fn with_file(self) -> Result<Options, ConfigError> {
+        let Some(path) = &self.config else {
+            return Ok(self);
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
+        let file: Options = toml::from_str(&text)
+            .map_err(|e| ConfigError(format!("config file {} is not valid: {e}", path.display())))?;
+        Ok(Options {
+            config: self.config,
+            listen: self.listen.or(file.listen),
+            data_dir: self.data_dir.or(file.data_dir),
+            worker: self.worker.or(file.worker),
+            dev: self.dev.or(file.dev),
+            tokens: self.tokens.or(file.tokens),
+            durability: self.durability.or(file.durability),
+            log_format: self.log_format.or(file.log_format),
+            max_text_bytes: self.max_text_bytes.or(file.max_text_bytes),
+            max_file_bytes: self.max_file_bytes.or(file.max_file_bytes),
+            max_message_bytes: self.max_message_bytes.or(file.max_message_bytes),
+            default_quota_bytes: self.default_quota_bytes.or(file.default_quota_bytes),
+            default_quota_files: self.default_quota_files.or(file.default_quota_files),
+            drain_seconds: self.drain_seconds.or(file.drain_seconds),
+            print_config: self.print_config,
+        })
+    }
+
+    /// Applies defaults and checks the result.
+    pub fn resolve(self) -> Result<Config, ConfigError> {
+        let defaults = StoreLimits::default();
+        let config = Config {
+            listen: self.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
+            data_dir: self.data_dir.unwrap_or_else(|| PathBuf::from("./data")),
+            workers: self
+                .worker
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|w| !w.trim().is_empty())
+                .collect(),
+            dev: self.dev.unwrap_or(false),
+            tokens: self.tokens,
+            durability: self.durability.unwrap_or_default(),
+            log_format: self.log_format.unwrap_or_default(),
+            limits: StoreLimits {
+                max_text_bytes: self.max_text_bytes.unwrap_or(defaults.max_text_bytes),
+                max_file_bytes: self.max_file_bytes.unwrap_or(defaults.max_file_bytes),
+                default_quota: Quota {
+                    max_bytes: self.default_quota_bytes.unwrap_or(defaults.default_quota.max_bytes),
+                    max_files: self.default_quota_files.unwrap_or(defaults.default_quota.max_files),
+                },
+            },
+            max_message_bytes: self.max_message_bytes.unwrap_or(8 << 20),
+            drain: Duration::from_secs(self.drain_seconds.unwrap_or(20)),
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+impl Config {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.dev && !self.listen.ip().is_loopback() {
+            return Err(ConfigError(format!(
+                "--dev accepts unauthenticated calls, so it only listens on a loopback address, not {}",
+                self.listen
+            )));
+        }
+        if !self.dev && self.tokens.is_none() {
+            return Err(ConfigError("either --tokens FILE or --dev is required".to_owned()));
+        }
+        let limits = &self.limits;
+        if limits.max_text_bytes == 0 || limits.max_text_bytes > limits.max_file_bytes {
+            return Err(ConfigError(
+                "--max-text-bytes must be between 1 and --max-file-bytes".to_owned(),
+            ));
+        }
+        if self.max_message_bytes < 64 << 10 {
+            return Err(ConfigError("--max-message-bytes must be at least 65536".to_owned()));
+        }
+        if limits.default_quota.max_bytes == 0 || limits.default_quota.max_files == 0 {
+            return Err(ConfigError("default quotas must be positive".to_owned()));
+        }
+        Ok(())
+    }
+
+    /// The configuration as TOML-like text, for `--print-config`.
+    pub fn describe(&self) -> String {
+        format!(
+            "listen = \"{}\"\ndata-dir = \"{}\"\nworker = {:?}\ndev = {}\ntokens = {:?}\ndurability = \"{:?}\"\n\
+             log-format = \"{:?}\"\nmax-text-bytes = {}\nmax-file-bytes = {}\nmax-message-bytes = {}\n\
+             default-quota-bytes = {}\ndefault-quota-files = {}\ndrain-seconds = {}\n",
+            self.listen,
+            self.data_dir.display(),
+            self.workers,
+            self.dev,
+            self.tokens.as_ref().map(|p| p.display().to_string()),
+            self.durability,
+            self.log_format,
+            self.limits.max_text_bytes,
+            self.limits.max_file_bytes,
+            self.max_message_bytes,
+            self.limits.default_quota.max_bytes,
+            self.limits.default_quota.max_files,
+            self.drain.as_secs(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Config, ConfigError> {
+        Options::try_parse_from(std::iter::once("agentvfs-front").chain(args.iter().copied()))
+            .map_err(|e| ConfigError(e.to_string()))?
+            .with_file()?
+            .resolve()
+    }
+
+    #[test]
+    fn dev_mode_refuses_public_addresses() {
+        assert!(parse(&["--dev", "--listen", "127.0.0.1:0"]).is_ok());
+        let err = parse(&["--dev", "true", "--listen", "0.0.0.0:50051"]).unwrap_err();
+        assert!(err.0.contains("loopback"), "{err}");
+    }
+
+    #[test]
+    fn requires_an_authentication_mode() {
+        assert!(parse(&[]).unwrap_err().0.contains("--tokens"));
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("front.toml");
+        std::fs::write(&file, "dev = true\ndata-dir = \"/from/file\"\nmax-text-bytes = 1024\n").unwrap();
+        let config = parse(&["--config", file.to_str().unwrap(), "--data-dir", "/from/flag"]).unwrap();
+        assert_eq!(config.data_dir, PathBuf::from("/from/flag"));
+        assert_eq!(config.limits.max_text_bytes, 1024);
+        assert!(config.dev);
+    }
+
+    #[test]
+    fn unknown_file_keys_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("front.toml");
+        std::fs::write(&file, "dve = true\n").unwrap();
+        assert!(
+            parse(&["--config", file.to_str().unwrap()])
+                .unwrap_err()
+                .0
+                .contains("not valid")
+        );
+    }
+}

@@ -1,0 +1,112 @@
+//! Domain values to proto messages.
+
+use agentvfs_proto::v1 as pb;
+
+use crate::path::SpacePath;
+use crate::store::{Entry, Kind, Role, SpaceRecord, VersionRecord};
+use crate::text::{LineEnding, TextMeta};
+
+pub fn timestamp(ms: i64) -> Option<prost_types::Timestamp> {
+    Some(prost_types::Timestamp {
+        seconds: ms.div_euclid(1000),
+        nanos: i32::try_from(ms.rem_euclid(1000) * 1_000_000).unwrap_or(0),
+    })
+}
+
+pub fn kind(kind: Kind) -> i32 {
+    match kind {
+        Kind::File => pb::NodeKind::File as i32,
+        Kind::Directory => pb::NodeKind::Directory as i32,
+    }
+}
+
+pub fn hash_hex(entry: &Entry) -> String {
+    if entry.is_dir() {
+        String::new()
+    } else {
+        entry.hash.to_hex()
+    }
+}
+
+pub fn entry(path: &SpacePath, entry: &Entry) -> pb::Entry {
+    pb::Entry {
+        path: path.to_string(),
+        name: path.name().to_owned(),
+        kind: kind(entry.kind),
+        node_id: entry.node.to_string(),
+        size: entry.size,
+        version: entry.version,
+        hash: hash_hex(entry),
+        modified_time: timestamp(entry.modified_ms),
+        is_text: entry.is_text,
+        system: entry.system,
+        user_modified: entry.user_modified,
+        revision: entry.revision,
+    }
+}
+
+pub fn text_info(meta: &TextMeta) -> pb::TextInfo {
+    pb::TextInfo {
+        is_text: meta.is_text,
+        is_utf8: meta.is_utf8,
+        bom: meta.bom,
+        line_ending: match meta.line_ending {
+            LineEnding::None => pb::LineEnding::None,
+            LineEnding::Lf => pb::LineEnding::Lf,
+            LineEnding::CrLf => pb::LineEnding::Crlf,
+            LineEnding::Mixed => pb::LineEnding::Mixed,
+        } as i32,
+        line_count: meta.line_count,
+        utf16_length: meta.utf16_len,
+    }
+}
+
+pub fn version_info(number: u64, record: &VersionRecord) -> pb::VersionInfo {
+    pb::VersionInfo {
+        version: number,
+        hash: record.hash.to_hex(),
+        size: record.size,
+        principal: record.principal.clone(),
+        operation: record.operation.clone(),
+        revision: record.revision,
+        time: timestamp(record.time_ms),
+        idempotency_key: record.idempotency_key.clone().unwrap_or_default(),
+        tool_call_id: record.tool_call.clone().unwrap_or_default(),
+        text: Some(text_info(&record.text)),
+    }
+}
+
+pub fn role(role: Role) -> i32 {
+    match role {
+        Role::Viewer => pb::Role::Viewer as i32,
+        Role::Editor => pb::Role::Editor as i32,
+        Role::Owner => pb::Role::Owner as i32,
+    }
+}
+
+pub fn space(space: &SpaceRecord) -> pb::Space {
+    pb::Space {
+        id: space.id.to_string(),
+        name: space.name.clone(),
+        revision: space.revision,
+        quota: Some(pb::Quota {
+            max_bytes: space.quota.max_bytes,
+            max_files: space.quota.max_files,
+        }),
+        usage: Some(pb::Usage {
+            bytes: space.usage.bytes,
+            files: space.usage.files,
+            directories: space.usage.directories,
+        }),
+        access: space
+            .access
+            .iter()
+            .map(|(principal, r)| pb::AccessEntry {
+                principal: principal.clone(),
+                role: role(*r),
+            })
+            .collect(),
+        create_time: timestamp(space.created_ms),
+        compacted_revision: space.compacted_revision,
+    }
+}

@@ -1,0 +1,462 @@
+//! The `FileSystem` service: what agents call.
+
+use std::sync::Arc;
+
+use agentvfs_proto::v1 as pb;
+use agentvfs_proto::v1::file_system_server::FileSystem;
+use tonic::{Request, Response, Status};
+
+use super::page_token::{PageToken, fingerprint};
+use super::{Front, Services, Target, convert, page_size};
+use crate::auth::{Caller, Need};
+use crate::error::{Error, Reason, Result};
+use crate::glob::{Glob, GlobError};
+use crate::path::SpacePath;
+use crate::store::{Actor, Entry, Kind, ScanOptions, SpaceRecord, Store, WriteBody, WriteMode, WriteOp, not_text};
+use crate::text::{self, SliceError, SliceRequest};
+
+/// Default and largest `List` / `Find` page.
+const DEFAULT_PAGE: usize = 100;
+const MAX_PAGE: usize = 200;
+/// History keys one `List` / `Find` page may examine before it returns a
+/// short page with a token (bounds the latency of sparse filters).
+const SCAN_BUDGET: usize = 20_000;
+/// `Read` defaults and bounds (UTF-16 units and lines).
+const DEFAULT_MAX_CHARS: u64 = 32_768;
+const MAX_MAX_CHARS: u64 = 131_072;
+const DEFAULT_LINES: u64 = 200;
+
+#[tonic::async_trait]
+impl FileSystem for Services {
+    async fn resolve(&self, request: Request<pb::ResolveRequest>) -> Result<Response<pb::ResolveResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        run(&front, move |front| {
+            let target = front.target(&caller, &req.space, &req.reference, &req.base, "reference", Need::Read)?;
+            let entry = front.existing(&target, None)?;
+            let role = caller.role(&target.space);
+            let writable = role.is_some_and(|r| r >= crate::store::Role::Editor) && !caller.read_only;
+            Ok(pb::ResolveResponse {
+                space_id: target.space.id.to_string(),
+                node_id: entry.node.to_string(),
+                canonical_reference: format!("{}{}", crate::reference::ITEM_PREFIX, entry.node),
+                uri: crate::reference::uri(target.space.id, &target.path),
+                path: target.path.to_string(),
+                kind: convert::kind(entry.kind),
+                version: entry.version,
+                size: entry.size,
+                capabilities: Some(pb::Capabilities {
+                    read: true,
+                    write: writable,
+                    admin: role == Some(crate::store::Role::Owner) && !caller.read_only,
+                }),
+                revision: target.space.revision,
+            })
+        })
+        .await
+    }
+
+    async fn list(&self, request: Request<pb::ListRequest>) -> Result<Response<pb::ListResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        run(&front, move |front| {
+            let limit = page_size(req.page_size, DEFAULT_PAGE, MAX_PAGE, "page_size")?;
+            let glob = parse_glob(&req.glob, "glob")?;
+            let target = front.target(&caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
+            let bound = fingerprint(&[
+                "list",
+                &target.space.id.to_string(),
+                target.path.as_str(),
+                if req.recursive { "r" } else { "" },
+                &req.glob,
+            ]);
+            let (revision, after) = pin(&target.space, &req.page_token, req.at_revision, bound)?;
+            directory(front, &target, revision)?;
+            let filter = |path: &SpacePath, _: &Entry| glob.as_ref().is_none_or(|g| g.matches(&target.path, path));
+            let page = front.store.scan(
+                target.space.id,
+                &ScanOptions {
+                    root: &target.path,
+                    revision,
+                    recursive: req.recursive,
+                    after: after.as_deref(),
+                    limit,
+                    budget: SCAN_BUDGET,
+                    filter: &filter,
+                },
+            )?;
+            Ok(pb::ListResponse {
+                entries: page
+                    .entries
+                    .iter()
+                    .map(|(path, entry)| convert::entry(path, entry))
+                    .collect(),
+                next_page_token: next_token(bound, revision, page.resume_after),
+                revision,
+            })
+        })
+        .await
+    }
+
+    async fn find(&self, request: Request<pb::FindRequest>) -> Result<Response<pb::FindResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        run(&front, move |front| {
+            let limit = page_size(req.page_size, DEFAULT_PAGE, MAX_PAGE, "page_size")?;
+            let glob = parse_glob(&req.pattern, "pattern")?;
+            let target = front.target(&caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
+            let bound = fingerprint(&["find", &target.space.id.to_string(), target.path.as_str(), &req.pattern]);
+            let (revision, after) = pin(&target.space, &req.page_token, req.at_revision, bound)?;
+            directory(front, &target, revision)?;
+            let filter = |path: &SpacePath, entry: &Entry| {
+                entry.kind == Kind::File && glob.as_ref().is_none_or(|g| g.matches(&target.path, path))
+            };
+            let page = front.store.scan(
+                target.space.id,
+                &ScanOptions {
+                    root: &target.path,
+                    revision,
+                    recursive: true,
+                    after: after.as_deref(),
+                    limit,
+                    budget: SCAN_BUDGET,
+                    filter: &filter,
+                },
+            )?;
+            Ok(pb::FindResponse {
+                matches: page
+                    .entries
+                    .iter()
+                    .map(|(path, entry)| pb::FindMatch {
+                        path: path.to_string(),
+                        node_id: entry.node.to_string(),
+                        size: entry.size,
+                        version: entry.version,
+                        modified_time: convert::timestamp(entry.modified_ms),
+                    })
+                    .collect(),
+                next_page_token: next_token(bound, revision, page.resume_after),
+                revision,
+            })
+        })
+        .await
+    }
+
+    async fn read(&self, request: Request<pb::ReadRequest>) -> Result<Response<pb::ReadResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        run(&front, move |front| read(front, &caller, &req)).await
+    }
+
+    async fn write(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        let limits = front.store.limits();
+        let body = match req.body {
+            Some(pb::write_request::Body::Content(text)) => {
+                too_large("content", text.len() as u64, limits.max_text_bytes)?;
+                WriteBody::Text(text)
+            }
+            Some(pb::write_request::Body::Data(bytes)) => {
+                too_large("data", bytes.len() as u64, limits.max_file_bytes)?;
+                WriteBody::Bytes(bytes)
+            }
+            None => {
+                return Err(
+                    Error::invalid_argument("content", "Give the file's `content` (text) or `data` (bytes).").into(),
+                );
+            }
+        };
+        let mode = match pb::WriteMode::try_from(req.mode) {
+            Ok(pb::WriteMode::Overwrite) => WriteMode::Overwrite,
+            Ok(pb::WriteMode::Append) => WriteMode::Append,
+            Ok(pb::WriteMode::CreateNew) => WriteMode::CreateNew,
+            Err(_) => {
+                return Err(Error::invalid_argument("mode", format!("Unknown write mode {}.", req.mode)).into());
+            }
+        };
+        let (space, path, base, expected_version) = (req.space, req.path, req.base, req.expected_version);
+        let idempotency_key = non_empty(req.idempotency_key);
+        let outcome = front
+            .store
+            .blocking({
+                let front = front.clone();
+                move |_| {
+                    let target = front.target(&caller, &space, &path, &base, "path", Need::Write)?;
+                    let outcome = front.store.write(WriteOp {
+                        space: target.space.id,
+                        path: target.path.clone(),
+                        body,
+                        mode,
+                        expected_version,
+                        operation: match mode {
+                            WriteMode::Append => "append",
+                            WriteMode::CreateNew => "create",
+                            WriteMode::Overwrite => "write",
+                        },
+                        actor: Actor {
+                            principal: caller.principal.clone(),
+                            tool_call: caller.tool_call.clone(),
+                            idempotency_key,
+                        },
+                    })?;
+                    Ok((target.path, outcome))
+                }
+            })
+            .await?;
+        let (path, outcome) = outcome;
+        if outcome.changed {
+            front.store.durable().await?;
+        }
+        Ok(Response::new(pb::WriteResponse {
+            node_id: outcome.node.to_string(),
+            version: outcome.version,
+            hash: outcome.hash.to_hex(),
+            total_length: outcome.text.utf16_len,
+            created: outcome.created,
+            written: outcome.written,
+            size: outcome.size,
+            revision: outcome.revision,
+            path: path.to_string(),
+        }))
+    }
+
+    async fn list_versions(
+        &self,
+        request: Request<pb::ListVersionsRequest>,
+    ) -> Result<Response<pb::ListVersionsResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        run(&front, move |front| {
+            let limit = page_size(req.page_size, DEFAULT_PAGE, MAX_PAGE, "page_size")?;
+            let target = front.target(&caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
+            let entry = front.existing(&target, None)?;
+            if entry.is_dir() {
+                return Err(not_a_file(&target.path));
+            }
+            let bound = fingerprint(&["versions", &target.space.id.to_string(), &entry.node.to_string()]);
+            let before = if req.page_token.is_empty() {
+                None
+            } else {
+                let token = PageToken::decode(&req.page_token, bound)?;
+                Some(token.after.parse::<u64>().map_err(|_| {
+                    Error::new(Reason::CursorInvalid, "The page token is not valid.").field("page_token")
+                })?)
+            };
+            let versions = front.store.versions(target.space.id, entry.node, before, limit + 1)?;
+            let more = versions.len() > limit;
+            let versions = &versions[..versions.len().min(limit)];
+            let next_page_token = match versions.last() {
+                Some((number, _)) if more => PageToken {
+                    fingerprint: bound,
+                    revision: 0,
+                    after: number.to_string(),
+                    position: 0,
+                }
+                .encode(),
+                _ => String::new(),
+            };
+            Ok(pb::ListVersionsResponse {
+                versions: versions
+                    .iter()
+                    .map(|(n, record)| convert::version_info(*n, record))
+                    .collect(),
+                next_page_token,
+                node_id: entry.node.to_string(),
+            })
+        })
+        .await
+    }
+}
+
+/// Runs a handler's store work off the runtime and wraps the reply.
+async fn run<T, F>(front: &Arc<Front>, f: F) -> Result<Response<T>, Status>
+where
+    T: Send + 'static,
+    F: FnOnce(&Front) -> Result<T> + Send + 'static,
+{
+    let front = front.clone();
+    front
+        .store
+        .clone()
+        .blocking(move |_| f(&front))
+        .await
+        .map(Response::new)
+        .map_err(Status::from)
+}
+
+fn read(front: &Front, caller: &Caller, req: &pb::ReadRequest) -> Result<pb::ReadResponse> {
+    let max_chars = match req.max_chars {
+        0 => DEFAULT_MAX_CHARS,
+        n if (2..=MAX_MAX_CHARS).contains(&n) => n,
+        n => {
+            return Err(Error::new(
+                Reason::InvalidArgument,
+                format!("max_chars must be between 2 and {MAX_MAX_CHARS}, not {n}."),
+            )
+            .with("limit", MAX_MAX_CHARS)
+            .field("max_chars"));
+        }
+    };
+    let request = SliceRequest {
+        start_line: req.offset.max(1),
+        start_char: req.start_char,
+        max_lines: if req.limit == 0 { DEFAULT_LINES } else { req.limit },
+        max_chars,
+    };
+    let target = front.target(caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
+    let revision = match req.at_revision {
+        0 => None,
+        at => {
+            Store::check_revision(&target.space, at)?;
+            Some(at)
+        }
+    };
+    let entry = front.existing(&target, revision)?;
+    if entry.is_dir() {
+        return Err(not_a_file(&target.path));
+    }
+    let number = match req.version {
+        0 => entry.version,
+        n if n <= entry.version => n,
+        n => {
+            return Err(Error::new(
+                Reason::NotFound,
+                format!("{} has no version {n}; its latest is {}.", target.path, entry.version),
+            )
+            .with("path", &target.path)
+            .with("currentVersion", entry.version));
+        }
+    };
+    let version = front
+        .store
+        .version(target.space.id, entry.node, number)?
+        .ok_or_else(|| Error::not_found(format!("version {number} of {}", target.path)))?;
+    if !version.text.is_text {
+        return Err(not_text(&target.path, &version.text));
+    }
+    let limit = front.store.limits().max_text_bytes;
+    if version.size > limit {
+        return Err(Error::new(
+            Reason::FileTooLarge,
+            format!(
+                "{} is {} bytes, over the {limit}-byte limit for text reads.",
+                target.path, version.size
+            ),
+        )
+        .with("path", &target.path)
+        .with("size", version.size)
+        .with("limit", limit));
+    }
+    let bytes = front.store.content(version.hash)?;
+    let content = std::str::from_utf8(&bytes).map_err(|_| Error::internal("text content is not UTF-8"))?;
+    let slice = text::slice(content, request).map_err(|e| slice_error(e, &target.path))?;
+    Ok(pb::ReadResponse {
+        content: slice.content,
+        node_id: entry.node.to_string(),
+        version: number,
+        hash: version.hash.to_hex(),
+        total_lines: version.text.line_count,
+        first_line: slice.first_line,
+        last_line: slice.last_line,
+        truncated: slice.truncated,
+        next: slice
+            .next
+            .map(|(start_line, start_char)| pb::TextPosition { start_line, start_char }),
+        text: Some(convert::text_info(&version.text)),
+        path: target.path.to_string(),
+        size: version.size,
+    })
+}
+
+fn slice_error(error: SliceError, path: &SpacePath) -> Error {
+    let field = match error {
+        SliceError::LinePastEnd { .. } => "offset",
+        SliceError::CharPastEnd { .. } | SliceError::InsideSurrogatePair { .. } => "start_char",
+    };
+    let mut err = Error::new(Reason::InvalidArgument, format!("{path}: {error}.")).with("path", path);
+    if let SliceError::LinePastEnd { total_lines, .. } = error {
+        err = err.with("lines", total_lines);
+    }
+    err.field(field)
+}
+
+/// The revision and resume point of a paginated call: from its token, or
+/// pinned now (or at `at_revision`) for a first page.
+fn pin(space: &SpaceRecord, token: &str, at_revision: u64, bound: [u8; 16]) -> Result<(u64, Option<String>)> {
+    if !token.is_empty() {
+        let token = PageToken::decode(token, bound)?;
+        Store::check_revision(space, token.revision)?;
+        return Ok((token.revision, Some(token.after)));
+    }
+    let revision = if at_revision == 0 { space.revision } else { at_revision };
+    Store::check_revision(space, revision)?;
+    Ok((revision, None))
+}
+
+fn next_token(bound: [u8; 16], revision: u64, resume_after: Option<String>) -> String {
+    resume_after
+        .map(|after| {
+            PageToken {
+                fingerprint: bound,
+                revision,
+                after,
+                position: 0,
+            }
+            .encode()
+        })
+        .unwrap_or_default()
+}
+
+/// Checks that the target is a directory as of `revision`.
+fn directory(front: &Front, target: &Target, revision: u64) -> Result<()> {
+    match front.store.entry(target.space.id, &target.path, Some(revision))? {
+        Some(entry) if entry.is_dir() => Ok(()),
+        Some(_) => Err(Error::new(
+            Reason::NotADirectory,
+            format!("{} is a file, not a directory.", target.path),
+        )
+        .with("path", &target.path)),
+        None => Err(Error::not_found(&target.path)),
+    }
+}
+
+fn parse_glob(pattern: &str, field: &str) -> Result<Option<Glob>> {
+    if pattern.is_empty() {
+        return Ok(None);
+    }
+    Glob::new(pattern).map(Some).map_err(|error| {
+        let reason = match error {
+            GlobError::TooLong => Reason::TooLarge,
+            GlobError::Invalid(_) => Reason::InvalidPattern,
+        };
+        Error::new(reason, format!("The glob {pattern:?} is not usable: {error}.")).field(field)
+    })
+}
+
+fn too_large(field: &str, size: u64, limit: u64) -> Result<()> {
+    if size <= limit {
+        return Ok(());
+    }
+    Err(Error::new(
+        Reason::TooLarge,
+        format!("{field} is {size} bytes, over the limit of {limit} bytes."),
+    )
+    .with("size", size)
+    .with("limit", limit)
+    .field(field))
+}
+
+fn not_a_file(path: &SpacePath) -> Error {
+    Error::new(Reason::NotAFile, format!("{path} is a directory, not a file.")).with("path", path)
+}
+
+fn non_empty(value: String) -> Option<String> {
+    (!value.is_empty()).then_some(value)
+}

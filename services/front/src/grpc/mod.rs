@@ -1,0 +1,214 @@
+//! The gRPC boundary: requests are authenticated, parsed into domain values
+//! (paths, references, globs, limits) and handed to the store; store results
+//! become proto messages. Proto types stop here.
+
+mod admin;
+mod convert;
+mod filesystem;
+pub mod page_token;
+
+use std::sync::Arc;
+
+use tonic::Request;
+
+use crate::auth::{Authenticator, Caller, Need};
+use crate::error::{Error, Reason, Result};
+use crate::ids::SpaceId;
+use crate::path::{PathError, SpacePath};
+use crate::reference::{Reference, ReferenceError};
+use crate::store::{Entry, SpaceRecord, Store};
+
+/// Longest reference echoed back in error metadata.
+const MAX_ECHO_CHARS: usize = 256;
+
+/// State shared by the front's services.
+#[derive(Debug)]
+pub struct Front {
+    pub store: Store,
+    pub auth: Authenticator,
+}
+
+/// The two public services of the front over shared state.
+#[derive(Debug, Clone)]
+pub struct Services {
+    front: Arc<Front>,
+}
+
+impl Services {
+    pub fn new(front: Front) -> Self {
+        Self { front: Arc::new(front) }
+    }
+}
+
+/// A resolved request target: a visible space and a normalized path in it.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub space: SpaceRecord,
+    pub path: SpacePath,
+}
+
+impl Front {
+    pub fn caller<T>(&self, request: &Request<T>) -> Result<Caller> {
+        self.auth.authenticate(request.metadata())
+    }
+
+    /// Finds a space by ID or exact name and checks the caller's rights. A
+    /// space the caller cannot see is NOT_FOUND, like a missing one.
+    pub fn space(&self, caller: &Caller, space: &str, need: Need) -> Result<SpaceRecord> {
+        if space.is_empty() {
+            return Err(Error::invalid_argument(
+                "space",
+                "The request must name its space (ID or name).",
+            ));
+        }
+        let id = match space.parse::<SpaceId>() {
+            Ok(id) => Some(id),
+            Err(()) => self.store.space_id_by_name(space)?,
+        };
+        let record = match id {
+            Some(id) => self.store.space(id)?,
+            None => None,
+        };
+        let record = record.ok_or_else(|| Error::space_not_found(&echo(space)))?;
+        caller.authorize(&record, need, &echo(space))?;
+        Ok(record)
+    }
+
+    /// Resolves `reference` (relative to `base` when given) in the request's
+    /// `space`, or in the space the reference itself names.
+    pub fn target(
+        &self,
+        caller: &Caller,
+        space: &str,
+        reference: &str,
+        base: &str,
+        field: &str,
+        need: Need,
+    ) -> Result<Target> {
+        let parsed = Reference::parse(reference).map_err(|e| reference_error(e, field, reference))?;
+        // A relative path stays open until the space (and so the base) is known.
+        let (named_space, path) = match parsed {
+            Reference::Item(node) => {
+                let record = self
+                    .store
+                    .node(node)?
+                    .ok_or_else(|| Error::not_found(echo(reference)))?;
+                (Some(record.space), Ok(SpacePath::from_stored(record.path)))
+            }
+            Reference::SpaceRoot(id) => (Some(id), Ok(SpacePath::root())),
+            Reference::Uri(id, path) => (Some(id), Ok(path)),
+            Reference::Absolute(path) => (None, Ok(path)),
+            Reference::Relative(path) => (None, Err(path)),
+        };
+        let space_record = match named_space {
+            Some(id) => {
+                let record = self.store.space(id)?.ok_or_else(|| Error::not_found(echo(reference)))?;
+                // Not visible: the same answer as a reference to nothing.
+                if caller.role(&record).is_none() {
+                    return Err(Error::not_found(echo(reference)));
+                }
+                caller.authorize(&record, need, &echo(reference))?;
+                if !space.is_empty() && space != record.name && space != record.id.to_string() {
+                    return Err(Error::invalid_argument(
+                        "space",
+                        "The reference belongs to a different space than the one the request names.",
+                    ));
+                }
+                record
+            }
+            None => self.space(caller, space, need)?,
+        };
+        let path = match path {
+            Ok(path) => path,
+            Err(relative) => self.join_base(caller, &space_record, base, &relative, need)?,
+        };
+        Ok(Target {
+            space: space_record,
+            path,
+        })
+    }
+
+    /// `relative` below the folder `base` (the root when `base` is empty).
+    fn join_base(
+        &self,
+        caller: &Caller,
+        space: &SpaceRecord,
+        base: &str,
+        relative: &SpacePath,
+        need: Need,
+    ) -> Result<SpacePath> {
+        if base.is_empty() {
+            return Ok(relative.clone());
+        }
+        let base_target = self.target(caller, &space.id.to_string(), base, "", "base", need)?;
+        if base_target.space.id != space.id {
+            return Err(Error::invalid_argument(
+                "base",
+                "The base folder must be in the request's space.",
+            ));
+        }
+        match self.store.entry(space.id, &base_target.path, None)? {
+            Some(entry) if entry.is_dir() => {}
+            Some(_) => {
+                return Err(Error::new(
+                    Reason::NotADirectory,
+                    format!("The base {} is a file, not a folder.", base_target.path),
+                )
+                .with("path", &base_target.path)
+                .field("base"));
+            }
+            None => return Err(Error::not_found(&base_target.path).field("base")),
+        }
+        base_target
+            .path
+            .join(relative.as_str())
+            .map_err(|e| reference_error(ReferenceError::Path(e), "path", relative.as_str()))
+    }
+
+    /// The entry at `target`, or NOT_FOUND.
+    pub fn existing(&self, target: &Target, revision: Option<u64>) -> Result<Entry> {
+        self.store
+            .entry(target.space.id, &target.path, revision)?
+            .ok_or_else(|| Error::not_found(&target.path))
+    }
+}
+
+/// The error for a reference that did not parse.
+pub fn reference_error(error: ReferenceError, field: &str, input: &str) -> Error {
+    let reason = match &error {
+        ReferenceError::Path(PathError::Traversal) | ReferenceError::EncodedTraversal => Reason::PathTraversal,
+        ReferenceError::Path(_) => Reason::InvalidPath,
+        ReferenceError::Malformed(_) => Reason::InvalidArgument,
+    };
+    let mut message = error.to_string();
+    if let Some(first) = message.get_mut(0..1) {
+        first.make_ascii_uppercase();
+    }
+    Error::new(reason, format!("{message}."))
+        .with("path", echo(input))
+        .field(field)
+}
+
+/// User input, shortened for echoing in errors.
+fn echo(input: &str) -> String {
+    if input.chars().count() <= MAX_ECHO_CHARS {
+        input.to_owned()
+    } else {
+        let cut: String = input.chars().take(MAX_ECHO_CHARS).collect();
+        format!("{cut}…")
+    }
+}
+
+/// Page size: 0 takes the default; otherwise 1..=max.
+pub fn page_size(value: u32, default: usize, max: usize, field: &str) -> Result<usize> {
+    match value as usize {
+        0 => Ok(default),
+        n if n <= max => Ok(n),
+        n => Err(Error::new(
+            Reason::InvalidArgument,
+            format!("{field} must be between 1 and {max}, not {n}."),
+        )
+        .with("limit", max)
+        .field(field)),
+    }
+}

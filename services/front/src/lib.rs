@@ -1,0 +1,31 @@
+//! `agentvfs-front`: the gRPC file system that AI agents drive through their
+//! backends.
+//!
+//! The front owns every byte of state in an embedded sled store ([`store`]):
+//! spaces, the versioned path tree, immutable file versions and their
+//! content. It authenticates and authorizes each call ([`auth`]), turns proto
+//! requests into validated domain values at the boundary ([`grpc`]), and
+//! answers with errors that follow one closed set of reasons ([`error`]).
+//!
+//! Paths are validated once, at the edge:
+//!
+//! ```
+//! use agentvfs_front::path::SpacePath;
+//!
+//! let path = SpacePath::parse("notes//plan.md/").unwrap();
+//! assert_eq!(path.as_str(), "/notes/plan.md");
+//! assert!(SpacePath::parse("/notes/../etc").is_err());
+//! ```
+
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod glob;
+pub mod grpc;
+pub mod ids;
+pub mod path;
+pub mod reference;
+pub mod server;
+pub mod store;
+pub mod system_files;
+pub mod text;

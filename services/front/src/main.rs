@@ -1,0 +1,91 @@
+//! `agentvfs-front`: parses and validates configuration, opens the store,
+//! binds, prints `listening on <ADDR>` and serves until SIGTERM or Ctrl-C.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use agentvfs_front::auth::Authenticator;
+use agentvfs_front::config::{LogFormat, Options};
+use agentvfs_front::server;
+use agentvfs_front::store::Store;
+use clap::Parser as _;
+
+fn main() -> ExitCode {
+    let config = match Options::parse().with_file().and_then(Options::resolve) {
+        Ok(config) => config,
+        Err(error) => return fail(2, &error),
+    };
+    if Options::parse().print_config {
+        print!("{}", config.describe());
+        return ExitCode::SUCCESS;
+    }
+    init_logging(config.log_format);
+    let auth = match &config.tokens {
+        Some(path) => match Authenticator::from_file(path, config.dev) {
+            Ok(auth) => auth,
+            Err(error) => return fail(2, &error),
+        },
+        None => Authenticator::dev(),
+    };
+    let store = match Store::open(&config.data_dir, config.durability, config.limits) {
+        Ok(store) => store,
+        Err(error) => return fail(1, &error),
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(1, &format!("cannot start the runtime: {error}")),
+    };
+    runtime.block_on(async move {
+        let listener = match tokio::net::TcpListener::bind(config.listen).await {
+            Ok(listener) => listener,
+            Err(error) => return fail(1, &format!("cannot listen on {}: {error}", config.listen)),
+        };
+        let address = listener
+            .local_addr()
+            .map_or_else(|_| config.listen.to_string(), |a| a.to_string());
+        println!("listening on {address}");
+        let _ = std::io::stdout().flush();
+        match server::serve(&config, store, auth, listener, shutdown_signal()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => fail(1, &error),
+        }
+    })
+}
+
+fn fail(code: u8, error: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("agentvfs-front: {error}");
+    ExitCode::from(code)
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTVFS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Plain => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

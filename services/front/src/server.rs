@@ -1,0 +1,96 @@
+//! Serving the front: `serve(config, listener, shutdown)` with the listener
+//! injected (tests bind `127.0.0.1:0`) and shutdown as a future.
+
+use std::future::Future;
+
+use agentvfs_proto::v1::admin_server::AdminServer;
+use agentvfs_proto::v1::file_system_server::FileSystemServer;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::Server;
+
+use crate::auth::Authenticator;
+use crate::config::Config;
+use crate::grpc::{Front, Services};
+use crate::store::Store;
+
+/// Why serving stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("server reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("closing the store: {0}")]
+    Store(#[from] crate::error::Error),
+}
+
+/// Serves until `shutdown` resolves, then drains: health turns NOT_SERVING,
+/// the listener closes, in-flight calls get `config.drain` to finish, and the
+/// store is flushed.
+pub async fn serve(
+    config: &Config,
+    store: Store,
+    auth: Authenticator,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_not_serving::<FileSystemServer<Services>>().await;
+    health.set_not_serving::<AdminServer<Services>>().await;
+
+    let services = Services::new(Front {
+        store: store.clone(),
+        auth,
+    });
+    let limit = config.max_message_bytes;
+    let filesystem = FileSystemServer::new(services.clone())
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(limit);
+    let admin = AdminServer::new(services)
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(limit);
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(agentvfs_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(agentvfs_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+
+    // The store is open (the caller opened it before binding): ready.
+    health.set_serving::<FileSystemServer<Services>>().await;
+    health.set_serving::<AdminServer<Services>>().await;
+
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = Server::builder()
+        .trace_fn(|request| tracing::info_span!("rpc", method = %request.uri().path()))
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(filesystem)
+        .add_service(admin)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+            let _ = stopped.await;
+        });
+    let server = tokio::spawn(server);
+
+    shutdown.await;
+    tracing::info!("shutting down: draining in-flight calls");
+    health.set_not_serving::<FileSystemServer<Services>>().await;
+    health.set_not_serving::<AdminServer<Services>>().await;
+    let _ = stop.send(());
+    match tokio::time::timeout(config.drain, server).await {
+        Ok(Ok(result)) => result?,
+        Ok(Err(join)) => tracing::error!(error = %join, "server task failed"),
+        Err(_) => {
+            tracing::warn!(deadline = ?config.drain, "drain deadline passed; closing remaining calls")
+        }
+    }
+    store.blocking(|store| store.close()).await?;
+    tracing::info!("store flushed; stopped");
+    Ok(())
+}

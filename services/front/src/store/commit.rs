@@ -1,0 +1,314 @@
+//! One committed mutation: everything a change writes, applied as a single
+//! sled transaction across trees at one new revision.
+//!
+//! Mutations plan a [`Commit`] while holding their space's lock stripe, reading
+//! the current state outside any transaction (nothing else can change the
+//! space meanwhile), then apply it. The transaction closure does no I/O and
+//! no heavy work: sled may run it more than once.
+
+use std::sync::Arc;
+
+use sled::Transactional;
+use sled::transaction::ConflictableTransactionError;
+
+use super::records::{
+    Change, ChangeKind, Entry, Kind, NodeRecord, RevisionRecord, SpaceRecord, VersionRecord, decode, encode, now_ms,
+};
+use super::{Store, content, keys};
+use crate::error::{Error, Reason, Result};
+use crate::ids::NodeId;
+use crate::path::SpacePath;
+
+/// A planned mutation of one space; see the module docs.
+#[derive(Debug)]
+pub(crate) struct Commit {
+    /// The space as it will be after the commit (revision already bumped).
+    pub space: SpaceRecord,
+    pub time_ms: i64,
+    pub principal: String,
+    /// New path states; `None` removes the path.
+    pub entries: Vec<(SpacePath, Option<Entry>)>,
+    pub nodes: Vec<(NodeId, NodeRecord)>,
+    pub versions: Vec<NewVersion>,
+    pub changes: Vec<Change>,
+    /// The commit creates the space (and claims its name).
+    pub creating: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct NewVersion {
+    pub node: NodeId,
+    pub number: u64,
+    pub record: VersionRecord,
+    pub bytes: Arc<Vec<u8>>,
+}
+
+impl Commit {
+    /// Starts a commit at the space's next revision.
+    pub fn new(mut space: SpaceRecord, principal: &str) -> Self {
+        space.revision += 1;
+        Self {
+            space,
+            time_ms: now_ms(),
+            principal: principal.to_owned(),
+            entries: Vec::new(),
+            nodes: Vec::new(),
+            versions: Vec::new(),
+            changes: Vec::new(),
+            creating: false,
+        }
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.space.revision
+    }
+
+    /// The state `path` will have after this commit, as planned so far.
+    fn planned(&self, path: &SpacePath) -> Option<&Option<Entry>> {
+        self.entries.iter().rev().find(|(p, _)| p == path).map(|(_, e)| e)
+    }
+
+    /// The latest state of `path`, counting what this commit already plans.
+    pub fn current(&self, store: &Store, path: &SpacePath) -> Result<Option<Entry>> {
+        match self.planned(path) {
+            Some(entry) => Ok(entry.clone()),
+            None => store.entry(self.space.id, path, None),
+        }
+    }
+
+    /// Creates every missing ancestor directory of `path`; fails when a file
+    /// is in the way.
+    pub fn ensure_parents(&mut self, store: &Store, path: &SpacePath) -> Result<()> {
+        for ancestor in path.ancestors() {
+            match self.current(store, &ancestor)? {
+                Some(entry) if entry.is_dir() => {}
+                Some(_) => {
+                    return Err(Error::new(
+                        Reason::NotADirectory,
+                        format!("{ancestor} is a file, so {path} cannot be created below it."),
+                    )
+                    .with("path", &ancestor));
+                }
+                None => {
+                    self.mkdir(&ancestor, false);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Plans a new directory.
+    pub fn mkdir(&mut self, path: &SpacePath, system: bool) -> NodeId {
+        let node = NodeId::generate();
+        let entry = Entry {
+            node,
+            kind: Kind::Directory,
+            version: 0,
+            size: 0,
+            hash: Default::default(),
+            is_text: false,
+            modified_ms: self.time_ms,
+            revision: self.revision(),
+            system,
+            user_modified: false,
+        };
+        self.space.usage.directories += 1;
+        self.nodes.push((
+            node,
+            NodeRecord {
+                space: self.space.id,
+                path: path.to_string(),
+            },
+        ));
+        self.changes.push(Change {
+            kind: ChangeKind::Mkdir,
+            node,
+            node_kind: Kind::Directory,
+            path: path.to_string(),
+            old_path: None,
+            version: 0,
+        });
+        self.entries.push((path.clone(), Some(entry)));
+        node
+    }
+
+    /// Plans a file's new version. `previous` is its current entry, if any.
+    pub fn put_file(
+        &mut self,
+        path: &SpacePath,
+        previous: Option<&Entry>,
+        mut record: VersionRecord,
+        bytes: Arc<Vec<u8>>,
+        system: bool,
+    ) -> Entry {
+        let (node, number) = match previous {
+            Some(entry) => (entry.node, entry.version + 1),
+            None => (NodeId::generate(), 1),
+        };
+        record.revision = self.revision();
+        record.time_ms = self.time_ms;
+        let entry = Entry {
+            node,
+            kind: Kind::File,
+            version: number,
+            size: record.size,
+            hash: record.hash,
+            is_text: record.text.is_text,
+            modified_ms: self.time_ms,
+            revision: self.revision(),
+            system: previous.map_or(system, |e| e.system),
+            // A principal's write to a generated file marks it user-modified; a
+            // regeneration by the service clears the mark.
+            user_modified: !system && previous.is_some_and(|e| e.system || e.user_modified),
+        };
+        let usage = &mut self.space.usage;
+        usage.bytes = usage.bytes - previous.map_or(0, |e| e.size) + record.size;
+        if previous.is_none() {
+            usage.files += 1;
+            self.nodes.push((
+                node,
+                NodeRecord {
+                    space: self.space.id,
+                    path: path.to_string(),
+                },
+            ));
+        }
+        self.changes.push(Change {
+            kind: if previous.is_some() {
+                ChangeKind::Modified
+            } else {
+                ChangeKind::Created
+            },
+            node,
+            node_kind: Kind::File,
+            path: path.to_string(),
+            old_path: None,
+            version: number,
+        });
+        self.versions.push(NewVersion {
+            node,
+            number,
+            record,
+            bytes,
+        });
+        self.entries.push((path.clone(), Some(entry.clone())));
+        entry
+    }
+
+    /// Refuses the commit when it would take the space past its quota.
+    pub fn check_quota(&self, before: &SpaceRecord) -> Result<()> {
+        let (usage, quota) = (&self.space.usage, &self.space.quota);
+        if usage.bytes > before.usage.bytes && usage.bytes > quota.max_bytes {
+            return Err(Error::new(
+                Reason::QuotaExceeded,
+                format!(
+                    "The space would hold {} bytes, over its quota of {} bytes.",
+                    usage.bytes, quota.max_bytes
+                ),
+            )
+            .with("limit", quota.max_bytes)
+            .with("used", before.usage.bytes)
+            .with("requested", usage.bytes)
+            .quota(format!("space:{}:bytes", self.space.id)));
+        }
+        if usage.files > before.usage.files && usage.files > quota.max_files {
+            return Err(Error::new(
+                Reason::QuotaExceeded,
+                format!(
+                    "The space would hold {} files, over its quota of {} files.",
+                    usage.files, quota.max_files
+                ),
+            )
+            .with("limit", quota.max_files)
+            .with("used", before.usage.files)
+            .quota(format!("space:{}:files", self.space.id)));
+        }
+        Ok(())
+    }
+}
+
+impl Store {
+    /// Applies a planned commit atomically. Not yet durable: see [`Store::durable`].
+    pub(crate) fn apply(&self, commit: &Commit) -> Result<()> {
+        let t = self.trees();
+        let space_key = keys::space(commit.space.id);
+        let space_value = encode(&commit.space);
+        let name_key = keys::space_name(&commit.space.name);
+        let entries: Vec<_> = commit
+            .entries
+            .iter()
+            .map(|(path, entry)| {
+                (
+                    keys::current(commit.space.id, path),
+                    keys::history(commit.space.id, path, commit.revision()),
+                    entry.as_ref().map(encode),
+                    encode(entry),
+                )
+            })
+            .collect();
+        let revlog_value = encode(&RevisionRecord {
+            time_ms: commit.time_ms,
+            principal: commit.principal.clone(),
+            changes: commit.changes.clone(),
+        });
+        (
+            &t.spaces,
+            &t.current,
+            &t.history,
+            &t.nodes,
+            &t.versions,
+            &t.content,
+            &t.revlog,
+        )
+            .transaction(|(spaces, current, history, nodes, versions, content, revlog)| {
+                if commit.creating {
+                    if spaces.get(&name_key)?.is_some() {
+                        return Err(ConflictableTransactionError::Abort(
+                            Error::new(
+                                Reason::AlreadyExists,
+                                format!("A space named {:?} already exists.", commit.space.name),
+                            )
+                            .with("name", &commit.space.name),
+                        ));
+                    }
+                    spaces.insert(name_key.as_slice(), &commit.space.id.to_bytes())?;
+                } else {
+                    let stored: SpaceRecord = match spaces.get(&space_key)? {
+                        Some(raw) => decode(&raw).map_err(ConflictableTransactionError::Abort)?,
+                        None => {
+                            return Err(ConflictableTransactionError::Abort(Error::space_not_found(
+                                &commit.space.name,
+                            )));
+                        }
+                    };
+                    if stored.revision + 1 != commit.revision() {
+                        return Err(ConflictableTransactionError::Abort(Error::internal(
+                            "the space changed while a commit was planned",
+                        )));
+                    }
+                }
+                spaces.insert(space_key.as_slice(), space_value.as_slice())?;
+                for (current_key, history_key, current_value, history_value) in &entries {
+                    match current_value {
+                        Some(value) => current.insert(current_key.as_slice(), value.as_slice())?,
+                        None => current.remove(current_key.as_slice())?,
+                    };
+                    history.insert(history_key.as_slice(), history_value.as_slice())?;
+                }
+                for (node, record) in &commit.nodes {
+                    nodes.insert(keys::node(*node), encode(record))?;
+                }
+                for version in &commit.versions {
+                    let key = keys::version(commit.space.id, version.node, version.number);
+                    versions.insert(key, encode(&version.record))?;
+                    content::add_ref(content, version.record.hash, &version.bytes)?;
+                }
+                revlog.insert(
+                    keys::revlog(commit.space.id, commit.revision()),
+                    revlog_value.as_slice(),
+                )?;
+                Ok(())
+            })?;
+        Ok(())
+    }
+}

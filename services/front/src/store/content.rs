@@ -1,0 +1,95 @@
+//! Content blobs: stored once per BLAKE3 hash, reference-counted by the
+//! versions that use them, and split into chunks below sled's ~128 KiB
+//! threshold (larger values go to blob files that sled never fsyncs).
+
+use sled::transaction::{ConflictableTransactionError, TransactionalTree};
+
+use super::keys;
+use super::records::{BlobMeta, Hash, decode, encode};
+use crate::error::{Error, Reason, Result};
+
+/// Bytes per stored chunk.
+pub const CHUNK_SIZE: usize = 64 * 1024;
+
+type TxResult<T> = std::result::Result<T, ConflictableTransactionError<Error>>;
+
+/// Adds one reference to `hash`, storing `bytes` if they are new.
+pub fn add_ref(tree: &TransactionalTree, hash: Hash, bytes: &[u8]) -> TxResult<()> {
+    let meta_key = keys::blob_meta(&hash.0);
+    let meta = match tree.get(&meta_key)? {
+        Some(raw) => {
+            let mut meta: BlobMeta = decode(&raw).map_err(ConflictableTransactionError::Abort)?;
+            meta.refs += 1;
+            meta
+        }
+        None => {
+            let chunks = bytes.chunks(CHUNK_SIZE);
+            let count = u32::try_from(chunks.len())
+                .map_err(|_| ConflictableTransactionError::Abort(Error::internal("content has too many chunks")))?;
+            for (index, chunk) in (0..).zip(chunks) {
+                tree.insert(keys::blob_chunk(&hash.0, index), chunk)?;
+            }
+            BlobMeta {
+                size: bytes.len() as u64,
+                chunks: count,
+                refs: 1,
+            }
+        }
+    };
+    tree.insert(meta_key, encode(&meta))?;
+    Ok(())
+}
+
+/// Drops one reference to `hash`, deleting the content with the last one.
+/// Returns the bytes freed.
+pub fn drop_ref(tree: &TransactionalTree, hash: Hash) -> TxResult<u64> {
+    let meta_key = keys::blob_meta(&hash.0);
+    let Some(raw) = tree.get(&meta_key)? else {
+        return Ok(0);
+    };
+    let mut meta: BlobMeta = decode(&raw).map_err(ConflictableTransactionError::Abort)?;
+    meta.refs = meta.refs.saturating_sub(1);
+    if meta.refs > 0 {
+        tree.insert(meta_key, encode(&meta))?;
+        return Ok(0);
+    }
+    for index in 0..meta.chunks {
+        tree.remove(keys::blob_chunk(&hash.0, index))?;
+    }
+    tree.remove(meta_key)?;
+    Ok(meta.size)
+}
+
+/// Reads the whole content of `hash`, verifying it.
+pub fn read(tree: &sled::Tree, hash: Hash) -> Result<Vec<u8>> {
+    let meta: BlobMeta = match tree.get(keys::blob_meta(&hash.0))? {
+        Some(raw) => decode(&raw)?,
+        None => return Err(missing(hash)),
+    };
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.size).unwrap_or(0));
+    for index in 0..meta.chunks {
+        let chunk = tree
+            .get(keys::blob_chunk(&hash.0, index))?
+            .ok_or_else(|| missing(hash))?;
+        bytes.extend_from_slice(&chunk);
+    }
+    if bytes.len() as u64 != meta.size || Hash::of(&bytes) != hash {
+        return Err(
+            Error::new(Reason::DataLoss, "Stored content failed its integrity check.").with("hash", hash.to_hex()),
+        );
+    }
+    Ok(bytes)
+}
+
+/// Whether content with this hash is stored.
+pub fn exists(tree: &sled::Tree, hash: Hash) -> Result<bool> {
+    Ok(tree.contains_key(keys::blob_meta(&hash.0))?)
+}
+
+fn missing(hash: Hash) -> Error {
+    Error::new(
+        Reason::DataLoss,
+        "Content referenced by a version is missing from the store.",
+    )
+    .with("hash", hash.to_hex())
+}

@@ -1,0 +1,331 @@
+//! The front's versioned store on sled 0.34.
+//!
+//! Spaces hold a path tree kept as history by revision (etcd-style MVCC):
+//! `current` has each path's latest [`Entry`], `history` every state it had,
+//! keyed by revision, so any retained revision can be read as a consistent
+//! snapshot. File versions are immutable [`VersionRecord`]s; their content is
+//! stored once per BLAKE3 hash. Every mutation is one sled transaction across
+//! trees, serialized per space by a lock stripe, and acknowledged only after a
+//! flush that covers it ([`flusher`]).
+//!
+//! All methods block; callers on the async runtime use [`Store::blocking`].
+
+mod commit;
+pub mod content;
+mod flusher;
+pub mod keys;
+pub mod records;
+mod snapshot;
+mod spaces;
+mod write;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub use flusher::Durability;
+pub use records::{Entry, Hash, Kind, NodeRecord, Quota, Role, SpaceRecord, Usage, VersionRecord};
+pub use snapshot::{ScanOptions, ScanPage};
+pub use spaces::NewSpace;
+pub use write::{Actor, WriteBody, WriteMode, WriteOp, WriteOutcome, not_text, version_conflict};
+
+use crate::error::{Error, Reason, Result};
+use crate::ids::{NodeId, SpaceId};
+use crate::path::SpacePath;
+use records::decode;
+
+const FORMAT_KEY: &[u8] = b"format";
+const FORMAT: &[u8] = b"agentvfs-store-1";
+const LOCK_STRIPES: usize = 64;
+
+/// Size limits the store enforces on content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreLimits {
+    /// Largest file that text operations accept.
+    pub max_text_bytes: u64,
+    /// Largest file of any kind.
+    pub max_file_bytes: u64,
+    /// Default quota for new spaces.
+    pub default_quota: Quota,
+}
+
+impl Default for StoreLimits {
+    fn default() -> Self {
+        Self {
+            max_text_bytes: 5 << 20,
+            max_file_bytes: 64 << 20,
+            default_quota: Quota {
+                max_bytes: 1 << 30,
+                max_files: 100_000,
+            },
+        }
+    }
+}
+
+/// Handle to the store; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    db: sled::Db,
+    t: Trees,
+    flusher: flusher::Flusher,
+    stripes: Vec<Mutex<()>>,
+    limits: StoreLimits,
+}
+
+#[derive(Debug, Clone)]
+struct Trees {
+    spaces: sled::Tree,
+    current: sled::Tree,
+    history: sled::Tree,
+    nodes: sled::Tree,
+    versions: sled::Tree,
+    content: sled::Tree,
+    revlog: sled::Tree,
+}
+
+/// Why the store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot open the store at {path}: {source}")]
+    Sled { path: String, source: sled::Error },
+    #[error("{path} holds data that is not an agentvfs store (format {found:?})")]
+    Format { path: String, found: String },
+    #[error("cannot start the store flusher: {0}")]
+    Thread(#[from] std::io::Error),
+    #[error("cannot finish deleting spaces: {0}")]
+    Purge(Error),
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir`.
+    pub fn open(dir: &Path, durability: Durability, limits: StoreLimits) -> Result<Self, OpenError> {
+        let display = dir.display().to_string();
+        let sled_err = |source| OpenError::Sled {
+            path: display.clone(),
+            source,
+        };
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(256 << 20)
+            .mode(sled::Mode::HighThroughput)
+            .open()
+            .map_err(sled_err)?;
+        let tree = |name: &str| db.open_tree(name);
+        let t = Trees {
+            spaces: tree("spaces").map_err(sled_err)?,
+            current: tree("current").map_err(sled_err)?,
+            history: tree("history").map_err(sled_err)?,
+            nodes: tree("nodes").map_err(sled_err)?,
+            versions: tree("versions").map_err(sled_err)?,
+            content: tree("content").map_err(sled_err)?,
+            revlog: tree("revlog").map_err(sled_err)?,
+        };
+        match db.get(FORMAT_KEY).map_err(sled_err)? {
+            Some(found) if found != FORMAT => {
+                return Err(OpenError::Format {
+                    path: display,
+                    found: String::from_utf8_lossy(&found).into_owned(),
+                });
+            }
+            Some(_) => {}
+            None if !t.spaces.is_empty() => {
+                return Err(OpenError::Format {
+                    path: display,
+                    found: String::new(),
+                });
+            }
+            None => {
+                db.insert(FORMAT_KEY, FORMAT).map_err(sled_err)?;
+                db.flush().map_err(sled_err)?;
+            }
+        }
+        let flusher = flusher::Flusher::start(db.clone(), durability)?;
+        let stripes = (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect();
+        let store = Self {
+            inner: Arc::new(Inner {
+                db,
+                t,
+                flusher,
+                stripes,
+                limits,
+            }),
+        };
+        store.purge_deleted_spaces().map_err(OpenError::Purge)?;
+        Ok(store)
+    }
+
+    /// Runs blocking store work off the async runtime.
+    pub async fn blocking<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T> + Send + 'static,
+    {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| Error::internal(format!("store task failed: {e}")))?
+    }
+
+    /// Resolves once every change committed so far is on disk.
+    pub async fn durable(&self) -> Result<()> {
+        self.inner.flusher.wait().await
+    }
+
+    /// Flushes everything and stops background work.
+    pub fn close(&self) -> Result<()> {
+        self.inner.flusher.shutdown()
+    }
+
+    pub fn limits(&self) -> StoreLimits {
+        self.inner.limits
+    }
+
+    /// Bytes the store occupies on disk.
+    pub fn size_on_disk(&self) -> Result<u64> {
+        Ok(self.inner.db.size_on_disk()?)
+    }
+
+    fn trees(&self) -> &Trees {
+        &self.inner.t
+    }
+
+    /// Serializes mutations of one space (and of the spaces sharing its stripe).
+    fn lock_space(&self, space: SpaceId) -> MutexGuard<'_, ()> {
+        let stripe = (space.to_bytes()[15] as usize) % LOCK_STRIPES;
+        self.inner.stripes[stripe]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    // ------------------------------------------------------------ point reads
+
+    pub fn space(&self, id: SpaceId) -> Result<Option<SpaceRecord>> {
+        self.trees()
+            .spaces
+            .get(keys::space(id))?
+            .map(|raw| decode(&raw))
+            .transpose()
+    }
+
+    pub fn space_id_by_name(&self, name: &str) -> Result<Option<SpaceId>> {
+        Ok(self
+            .trees()
+            .spaces
+            .get(keys::space_name(name))?
+            .and_then(|raw| <[u8; 16]>::try_from(raw.as_ref()).ok().map(SpaceId::from_bytes)))
+    }
+
+    /// Spaces ordered by name, starting after `after`.
+    pub fn spaces_by_name(&self, after: Option<&str>) -> impl Iterator<Item = Result<SpaceRecord>> + '_ {
+        let start = match after {
+            Some(name) => {
+                let mut key = keys::space_name(name);
+                key.push(0);
+                key
+            }
+            None => keys::space_name(""),
+        };
+        self.trees()
+            .spaces
+            .range(start..keys::space_name("\u{10ffff}"))
+            .filter_map(move |item| {
+                let (_, id) = match item {
+                    Ok(kv) => kv,
+                    Err(e) => return Some(Err(e.into())),
+                };
+                let id = SpaceId::from_bytes(<[u8; 16]>::try_from(id.as_ref()).ok()?);
+                self.space(id).transpose()
+            })
+    }
+
+    /// The latest state of `path`, or its state as of `revision`.
+    pub fn entry(&self, space: SpaceId, path: &SpacePath, revision: Option<u64>) -> Result<Option<Entry>> {
+        match revision {
+            None => self
+                .trees()
+                .current
+                .get(keys::current(space, path))?
+                .map(|raw| decode(&raw))
+                .transpose(),
+            Some(revision) => snapshot::entry_at(&self.trees().history, space, path.as_str(), revision),
+        }
+    }
+
+    pub fn node(&self, id: NodeId) -> Result<Option<NodeRecord>> {
+        self.trees()
+            .nodes
+            .get(keys::node(id))?
+            .map(|raw| decode(&raw))
+            .transpose()
+    }
+
+    pub fn version(&self, space: SpaceId, node: NodeId, version: u64) -> Result<Option<VersionRecord>> {
+        self.trees()
+            .versions
+            .get(keys::version(space, node, version))?
+            .map(|raw| decode(&raw))
+            .transpose()
+    }
+
+    /// Versions of a node, newest first, starting below `before`.
+    pub fn versions(
+        &self,
+        space: SpaceId,
+        node: NodeId,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<(u64, VersionRecord)>> {
+        let start = keys::version(space, node, 0);
+        let end = keys::version(space, node, before.unwrap_or(u64::MAX));
+        let mut out = Vec::new();
+        for item in self.trees().versions.range(start..end).rev().take(limit) {
+            let (key, raw) = item?;
+            let number = u64::from_be_bytes(key[32..40].try_into().map_err(|_| Error::internal("bad version key"))?);
+            out.push((number, decode(&raw)?));
+        }
+        Ok(out)
+    }
+
+    /// The bytes with this hash, verified.
+    pub fn content(&self, hash: Hash) -> Result<Vec<u8>> {
+        content::read(&self.trees().content, hash)
+    }
+
+    /// One page of a snapshot walk; see [`ScanOptions`].
+    pub fn scan(&self, space: SpaceId, options: &ScanOptions<'_>) -> Result<ScanPage> {
+        snapshot::scan(&self.trees().history, space, options)
+    }
+
+    /// Refuses a revision that is compacted away or not yet written.
+    pub fn check_revision(space: &SpaceRecord, revision: u64) -> Result<()> {
+        if revision < space.compacted_revision {
+            return Err(Error::new(
+                Reason::SnapshotExpired,
+                format!(
+                    "Revision {revision} was compacted away; the oldest readable revision is {}.",
+                    space.compacted_revision
+                ),
+            )
+            .with("revision", revision)
+            .with("compactedRevision", space.compacted_revision));
+        }
+        if revision > space.revision {
+            return Err(Error::invalid_argument(
+                "at_revision",
+                format!(
+                    "Revision {revision} does not exist yet; the space is at revision {}.",
+                    space.revision
+                ),
+            )
+            .with("currentRevision", space.revision));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

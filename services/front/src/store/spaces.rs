@@ -1,0 +1,189 @@
+//! Creating and deleting spaces.
+
+use std::sync::Arc;
+
+use sled::Transactional;
+use sled::transaction::ConflictableTransactionError;
+
+use super::commit::Commit;
+use super::records::{Entry, Hash, Quota, Role, SpaceRecord, Usage, VersionRecord, decode, now_ms};
+use super::{Store, content, keys};
+use crate::error::{Error, Reason, Result};
+use crate::ids::SpaceId;
+use crate::path::SpacePath;
+use crate::system_files;
+use crate::text::TextMeta;
+
+/// Longest space name, in characters.
+pub const MAX_SPACE_NAME_CHARS: usize = 128;
+
+/// What `CreateSpace` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSpace {
+    pub name: String,
+    /// Becomes the space's owner.
+    pub owner: String,
+    /// Zero fields take the server default.
+    pub quota: Quota,
+}
+
+/// Checks a space name: 1–128 characters, no `/` or control characters, no
+/// leading or trailing white space, and not shaped like a space ID (so a name
+/// can never be mistaken for an ID).
+pub fn validate_name(name: &str) -> Result<()> {
+    let problem = if name.is_empty() {
+        Some("must not be empty")
+    } else if name.chars().count() > MAX_SPACE_NAME_CHARS {
+        Some("must be at most 128 characters")
+    } else if name.chars().any(|c| c.is_control() || c == '/') {
+        Some("must not contain `/` or control characters")
+    } else if name.trim() != name {
+        Some("must not start or end with white space")
+    } else if name.starts_with(SpaceId::PREFIX) {
+        Some("must not start with `sp_`, which is reserved for space IDs")
+    } else {
+        None
+    };
+    match problem {
+        Some(problem) => Err(Error::new(Reason::InvalidArgument, format!("The space name {problem}.")).field("name")),
+        None => Ok(()),
+    }
+}
+
+impl Store {
+    /// Creates a space with its system files at revision 1.
+    pub fn create_space(&self, new: NewSpace) -> Result<SpaceRecord> {
+        validate_name(&new.name)?;
+        if self.space_id_by_name(&new.name)?.is_some() {
+            return Err(already_exists(&new.name));
+        }
+        let defaults = self.limits().default_quota;
+        let quota = Quota {
+            max_bytes: if new.quota.max_bytes == 0 {
+                defaults.max_bytes
+            } else {
+                new.quota.max_bytes
+            },
+            max_files: if new.quota.max_files == 0 {
+                defaults.max_files
+            } else {
+                new.quota.max_files
+            },
+        };
+        let space = SpaceRecord {
+            id: SpaceId::generate(),
+            name: new.name.clone(),
+            created_ms: now_ms(),
+            revision: 0,
+            quota,
+            usage: Usage::default(),
+            access: vec![(new.owner.clone(), Role::Owner)],
+            compacted_revision: 0,
+        };
+        let _guard = self.lock_space(space.id);
+        let mut commit = Commit::new(space.clone(), &new.owner);
+        commit.creating = true;
+        commit.mkdir(&SpacePath::root(), true);
+        for dir in system_files::SYSTEM_DIRS {
+            commit.mkdir(&SpacePath::from_stored(dir.to_owned()), true);
+        }
+        let agent_md = system_files::agent_md(&new.name, &[]).into_bytes();
+        let record = VersionRecord {
+            hash: Hash::of(&agent_md),
+            size: agent_md.len() as u64,
+            text: TextMeta::analyze(&agent_md),
+            principal: new.owner.clone(),
+            operation: "generate".to_owned(),
+            revision: 0,
+            time_ms: 0,
+            idempotency_key: None,
+            tool_call: None,
+        };
+        commit.put_file(
+            &SpacePath::from_stored(system_files::AGENT_MD.to_owned()),
+            None,
+            record,
+            Arc::new(agent_md),
+            true,
+        );
+        // The root is not counted as a directory of the space.
+        commit.space.usage.directories -= 1;
+        self.apply(&commit)?;
+        Ok(commit.space)
+    }
+
+    /// Deletes a space and everything in it. The space disappears atomically;
+    /// its data is then purged (and the purge resumes at the next open if
+    /// interrupted).
+    pub fn delete_space(&self, id: SpaceId) -> Result<SpaceRecord> {
+        let space = {
+            let _guard = self.lock_space(id);
+            let space = self.space(id)?.ok_or_else(|| Error::space_not_found(&id.to_string()))?;
+            let t = self.trees();
+            t.spaces.transaction(|spaces| {
+                spaces.remove(keys::space(id))?;
+                spaces.remove(keys::space_name(&space.name))?;
+                spaces.insert(keys::deleted_space(id), &[])?;
+                Ok::<_, ConflictableTransactionError<Error>>(())
+            })?;
+            space
+        };
+        self.purge_space(id)?;
+        Ok(space)
+    }
+
+    /// Finishes purging spaces whose deletion was interrupted.
+    pub(super) fn purge_deleted_spaces(&self) -> Result<()> {
+        let pending: Vec<SpaceId> = self
+            .trees()
+            .spaces
+            .scan_prefix([b'd'])
+            .keys()
+            .filter_map(|key| {
+                key.ok()
+                    .and_then(|k| <[u8; 16]>::try_from(&k[1..]).ok())
+                    .map(SpaceId::from_bytes)
+            })
+            .collect();
+        for id in pending {
+            tracing::info!(space = %id, "resuming purge of a deleted space");
+            self.purge_space(id)?;
+        }
+        Ok(())
+    }
+
+    fn purge_space(&self, id: SpaceId) -> Result<()> {
+        let t = self.trees();
+        let prefix = id.to_bytes();
+        // Versions first, each with its content reference, so content is
+        // released exactly once even if the purge is interrupted.
+        for key in t.versions.scan_prefix(prefix).keys() {
+            let key = key?;
+            (&t.versions, &t.content).transaction(|(versions, content)| {
+                if let Some(raw) = versions.remove(key.as_ref())? {
+                    let record: VersionRecord = decode(&raw).map_err(ConflictableTransactionError::Abort)?;
+                    content::drop_ref(content, record.hash)?;
+                }
+                Ok(())
+            })?;
+        }
+        for item in t.history.scan_prefix(prefix) {
+            let (key, value) = item?;
+            if let Some(entry) = decode::<Option<Entry>>(&value)? {
+                t.nodes.remove(keys::node(entry.node))?;
+            }
+            t.history.remove(key)?;
+        }
+        for tree in [&t.current, &t.revlog] {
+            for key in tree.scan_prefix(prefix).keys() {
+                tree.remove(key?)?;
+            }
+        }
+        t.spaces.remove(keys::deleted_space(id))?;
+        Ok(())
+    }
+}
+
+fn already_exists(name: &str) -> Error {
+    Error::new(Reason::AlreadyExists, format!("A space named {name:?} already exists.")).with("name", name)
+}

@@ -1,0 +1,187 @@
+//! Runs the real `agentvfs-front` binary on a loopback port with a temporary
+//! store, and hands out generated clients.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agentvfs_proto::v1 as pb;
+use agentvfs_proto::v1::admin_client::AdminClient;
+use agentvfs_proto::v1::file_system_client::FileSystemClient;
+use tonic::transport::Channel;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+/// A running front process; killed on drop.
+pub struct Front {
+    child: Child,
+    pub addr: String,
+    pub data_dir: PathBuf,
+    extra_args: Vec<String>,
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl Front {
+    /// Starts a dev-mode front on a fresh temporary store.
+    pub async fn start() -> Front {
+        Self::start_with(&[]).await
+    }
+
+    pub async fn start_with(args: &[&str]) -> Front {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let data_dir = temp.path().join("data");
+        let mut front = Self::spawn(&data_dir, args.iter().map(|s| s.to_string()).collect()).await;
+        front._temp = Some(temp);
+        front
+    }
+
+    async fn spawn(data_dir: &Path, extra_args: Vec<String>) -> Front {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agentvfs-front"));
+        command
+            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .args(&extra_args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if !extra_args.iter().any(|a| a == "--tokens") {
+            command.arg("--dev");
+        }
+        let mut child = command.spawn().expect("spawn agentvfs-front");
+        let stdout = child.stdout.take().expect("stdout");
+        let line = tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
+            BufReader::new(stdout).read_line(&mut line).map(|_| line)
+        })
+        .await
+        .expect("join")
+        .expect("read stdout");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        let front = Front { child, addr, data_dir: data_dir.to_owned(), extra_args, _temp: None };
+        front.wait_serving().await;
+        front
+    }
+
+    /// Polls health until the front serves (never sleeps and hopes).
+    async fn wait_serving(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(channel) = Channel::from_shared(format!("http://{}", self.addr)).unwrap().connect().await {
+                let status = HealthClient::new(channel)
+                    .check(tonic_health::pb::HealthCheckRequest { service: "agentvfs.v1.FileSystem".into() })
+                    .await;
+                if status.is_ok_and(|s| s.into_inner().status == ServingStatus::Serving as i32) {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "front did not become healthy");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.addr)).unwrap().connect().await.expect("connect")
+    }
+
+    pub async fn fs(&self) -> FileSystemClient<Channel> {
+        FileSystemClient::new(self.channel().await)
+    }
+
+    pub async fn admin(&self) -> AdminClient<Channel> {
+        AdminClient::new(self.channel().await)
+    }
+
+    /// SIGKILLs the process (no drain, no final flush) and starts a new one
+    /// on the same store.
+    pub async fn crash_and_restart(&mut self) {
+        self.child.kill().expect("kill");
+        self.child.wait().expect("wait");
+        let next = Self::spawn(&self.data_dir, self.extra_args.clone()).await;
+        let temp = self._temp.take();
+        *self = next;
+        self._temp = temp;
+    }
+
+    /// Sends SIGTERM and waits for the exit status, keeping this runtime
+    /// free to answer the server's GOAWAY on open connections.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().expect("kill -TERM");
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// A new space named `name`; returns its ID.
+    pub async fn space(&self, name: &str) -> String {
+        self.admin()
+            .await
+            .create_space(pb::CreateSpaceRequest { name: name.into(), ..Default::default() })
+            .await
+            .expect("create space")
+            .into_inner()
+            .id
+    }
+}
+
+impl Drop for Front {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The reason, code and metadata of an error status.
+pub fn reason(status: &tonic::Status) -> String {
+    use tonic_types::StatusExt;
+    status.get_details_error_info().map(|info| info.reason).unwrap_or_default()
+}
+
+pub fn metadata(status: &tonic::Status, key: &str) -> String {
+    use tonic_types::StatusExt;
+    status
+        .get_details_error_info()
+        .and_then(|info| info.metadata.get(key).cloned())
+        .unwrap_or_default()
+}
+
+/// Asserts the code and reason, and that the error info is well formed.
+#[track_caller]
+pub fn assert_error(status: &tonic::Status, code: tonic::Code, reason_: &str) {
+    assert_eq!(status.code(), code, "{status:?}");
+    assert_eq!(reason(status), reason_, "{status:?}");
+    assert!(!metadata(status, "nextAction").is_empty(), "nextAction missing: {status:?}");
+    let retryable = metadata(status, "retryable");
+    assert!(retryable == "true" || retryable == "false", "{status:?}");
+}
+
+pub fn write_text(space: &str, path: &str, content: &str) -> pb::WriteRequest {
+    pb::WriteRequest {
+        space: space.into(),
+        path: path.into(),
+        body: Some(pb::write_request::Body::Content(content.into())),
+        ..Default::default()
+    }
+}
+
+pub fn write_bytes(space: &str, path: &str, data: &[u8]) -> pb::WriteRequest {
+    pb::WriteRequest {
+        space: space.into(),
+        path: path.into(),
+        body: Some(pb::write_request::Body::Data(data.to_vec())),
+        ..Default::default()
+    }
+}
+
+pub fn read(space: &str, path: &str) -> pb::ReadRequest {
+    pb::ReadRequest { space: space.into(), path: path.into(), ..Default::default() }
+}

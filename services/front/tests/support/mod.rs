@@ -1,7 +1,7 @@
 //! Runs the real `agentvfs-front` binary on a loopback port with a temporary
 //! store, and hands out generated clients.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -63,7 +63,13 @@ impl Front {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_owned();
-        let front = Front { child, addr, data_dir: data_dir.to_owned(), extra_args, _temp: None };
+        let front = Front {
+            child,
+            addr,
+            data_dir: data_dir.to_owned(),
+            extra_args,
+            _temp: None,
+        };
         front.wait_serving().await;
         front
     }
@@ -72,9 +78,15 @@ impl Front {
     async fn wait_serving(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(channel) = Channel::from_shared(format!("http://{}", self.addr)).unwrap().connect().await {
+            if let Ok(channel) = Channel::from_shared(format!("http://{}", self.addr))
+                .unwrap()
+                .connect()
+                .await
+            {
                 let status = HealthClient::new(channel)
-                    .check(tonic_health::pb::HealthCheckRequest { service: "agentvfs.v1.FileSystem".into() })
+                    .check(tonic_health::pb::HealthCheckRequest {
+                        service: "agentvfs.v1.FileSystem".into(),
+                    })
                     .await;
                 if status.is_ok_and(|s| s.into_inner().status == ServingStatus::Serving as i32) {
                     return;
@@ -86,7 +98,11 @@ impl Front {
     }
 
     pub async fn channel(&self) -> Channel {
-        Channel::from_shared(format!("http://{}", self.addr)).unwrap().connect().await.expect("connect")
+        Channel::from_shared(format!("http://{}", self.addr))
+            .unwrap()
+            .connect()
+            .await
+            .expect("connect")
     }
 
     pub async fn fs(&self) -> FileSystemClient<Channel> {
@@ -125,7 +141,10 @@ impl Front {
     pub async fn space(&self, name: &str) -> String {
         self.admin()
             .await
-            .create_space(pb::CreateSpaceRequest { name: name.into(), ..Default::default() })
+            .create_space(pb::CreateSpaceRequest {
+                name: name.into(),
+                ..Default::default()
+            })
             .await
             .expect("create space")
             .into_inner()
@@ -143,7 +162,10 @@ impl Drop for Front {
 /// The reason, code and metadata of an error status.
 pub fn reason(status: &tonic::Status) -> String {
     use tonic_types::StatusExt;
-    status.get_details_error_info().map(|info| info.reason).unwrap_or_default()
+    status
+        .get_details_error_info()
+        .map(|info| info.reason)
+        .unwrap_or_default()
 }
 
 pub fn metadata(status: &tonic::Status, key: &str) -> String {
@@ -159,7 +181,10 @@ pub fn metadata(status: &tonic::Status, key: &str) -> String {
 pub fn assert_error(status: &tonic::Status, code: tonic::Code, reason_: &str) {
     assert_eq!(status.code(), code, "{status:?}");
     assert_eq!(reason(status), reason_, "{status:?}");
-    assert!(!metadata(status, "nextAction").is_empty(), "nextAction missing: {status:?}");
+    assert!(
+        !metadata(status, "nextAction").is_empty(),
+        "nextAction missing: {status:?}"
+    );
     let retryable = metadata(status, "retryable");
     assert!(retryable == "true" || retryable == "false", "{status:?}");
 }
@@ -183,5 +208,9 @@ pub fn write_bytes(space: &str, path: &str, data: &[u8]) -> pb::WriteRequest {
 }
 
 pub fn read(space: &str, path: &str) -> pb::ReadRequest {
-    pb::ReadRequest { space: space.into(), path: path.into(), ..Default::default() }
+    pb::ReadRequest {
+        space: space.into(),
+        path: path.into(),
+        ..Default::default()
+    }
 }

@@ -71,6 +71,12 @@ pub struct Options {
     /// Seconds in-flight calls get to finish after SIGTERM.
     #[arg(long, env = "AGENTVFS_DRAIN_SECONDS")]
     pub drain_seconds: Option<u64>,
+    /// Read records kept for the read-before-edit rule, across sessions.
+    #[arg(long, env = "AGENTVFS_SESSION_CAPACITY")]
+    pub session_capacity: Option<usize>,
+    /// Seconds after which an idle session's read records are forgotten.
+    #[arg(long, env = "AGENTVFS_SESSION_IDLE_SECONDS")]
+    pub session_idle_seconds: Option<u64>,
     /// Print the effective configuration and exit.
     #[arg(long)]
     #[serde(skip)]
@@ -90,6 +96,8 @@ pub struct Config {
     pub limits: StoreLimits,
     pub max_message_bytes: usize,
     pub drain: Duration,
+    pub session_capacity: usize,
+    pub session_idle: Duration,
 }
 
 /// A configuration that cannot be used; the message is printed as is.
@@ -122,6 +130,8 @@ impl Options {
             default_quota_bytes: self.default_quota_bytes.or(file.default_quota_bytes),
             default_quota_files: self.default_quota_files.or(file.default_quota_files),
             drain_seconds: self.drain_seconds.or(file.drain_seconds),
+            session_capacity: self.session_capacity.or(file.session_capacity),
+            session_idle_seconds: self.session_idle_seconds.or(file.session_idle_seconds),
             print_config: self.print_config,
         })
     }
@@ -152,6 +162,8 @@ impl Options {
             },
             max_message_bytes: self.max_message_bytes.unwrap_or(8 << 20),
             drain: Duration::from_secs(self.drain_seconds.unwrap_or(20)),
+            session_capacity: self.session_capacity.unwrap_or(100_000),
+            session_idle: Duration::from_secs(self.session_idle_seconds.unwrap_or(3600)),
         };
         config.validate()?;
         Ok(config)
@@ -189,7 +201,8 @@ impl Config {
         format!(
             "listen = \"{}\"\ndata-dir = \"{}\"\nworker = {:?}\ndev = {}\ntokens = {:?}\ndurability = \"{:?}\"\n\
              log-format = \"{:?}\"\nmax-text-bytes = {}\nmax-file-bytes = {}\nmax-message-bytes = {}\n\
-             default-quota-bytes = {}\ndefault-quota-files = {}\ndrain-seconds = {}\n",
+             default-quota-bytes = {}\ndefault-quota-files = {}\ndrain-seconds = {}\n\
+             session-capacity = {}\nsession-idle-seconds = {}\n",
             self.listen,
             self.data_dir.display(),
             self.workers,
@@ -203,6 +216,8 @@ impl Config {
             self.limits.default_quota.max_bytes,
             self.limits.default_quota.max_files,
             self.drain.as_secs(),
+            self.session_capacity,
+            self.session_idle.as_secs(),
         )
     }
 }

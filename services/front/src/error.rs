@@ -275,28 +275,37 @@ impl Error {
         Self::new(Reason::Internal, message)
     }
 
+    /// The `ErrorInfo` metadata: the error's own entries plus `retryable`
+    /// and `nextAction`.
+    pub fn info_metadata(&self) -> HashMap<String, String> {
+        let mut metadata: HashMap<String, String> = self.details.metadata.clone().into_iter().collect();
+        metadata.insert("retryable".to_owned(), self.reason.retryable().to_string());
+        metadata.insert(
+            "nextAction".to_owned(),
+            self.details
+                .next_action
+                .clone()
+                .unwrap_or_else(|| self.reason.default_next_action().to_owned()),
+        );
+        metadata
+    }
+
     /// The gRPC status for this error. Internal errors are logged here, once.
     pub fn into_status(self) -> Status {
+        let metadata = self.info_metadata();
         let Self { reason, details } = self;
         let Details {
             message,
-            next_action,
-            metadata,
             fields,
             precondition,
             quota,
             retry_after,
+            ..
         } = *details;
         if reason == Reason::Internal {
             tracing::error!(%message, "internal error");
         }
         let retryable = reason.retryable();
-        let mut metadata: HashMap<String, String> = metadata.into_iter().collect();
-        metadata.insert("retryable".to_owned(), retryable.to_string());
-        metadata.insert(
-            "nextAction".to_owned(),
-            next_action.unwrap_or_else(|| reason.default_next_action().to_owned()),
-        );
         let mut details = ErrorDetails::with_error_info(reason.as_str(), agentvfs_proto::ERROR_DOMAIN, metadata);
         for (field, description) in fields {
             details.add_bad_request_violation(field, description);

@@ -19,6 +19,8 @@
 
 pub mod auth;
 pub mod config;
+pub mod diff;
+pub mod edit;
 pub mod error;
 pub mod glob;
 pub mod grpc;
@@ -26,6 +28,7 @@ pub mod ids;
 pub mod path;
 pub mod reference;
 pub mod server;
+pub mod sessions;
 pub mod store;
 pub mod system_files;
 pub mod text;

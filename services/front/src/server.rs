@@ -39,9 +39,11 @@ pub async fn serve(
     health.set_not_serving::<FileSystemServer<Services>>().await;
     health.set_not_serving::<AdminServer<Services>>().await;
 
+    let sessions = crate::sessions::Sessions::new(config.session_capacity, config.session_idle);
     let services = Services::new(Front {
         store: store.clone(),
         auth,
+        sessions,
     });
     let limit = config.max_message_bytes;
     let filesystem = FileSystemServer::new(services.clone())

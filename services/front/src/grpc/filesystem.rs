@@ -4,16 +4,16 @@ use std::sync::Arc;
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::file_system_server::FileSystem;
+use tonic::codegen::BoxStream;
 use tonic::{Request, Response, Status};
 
 use super::page_token::{PageToken, fingerprint};
-use super::{Front, Services, Target, convert, page_size};
-use crate::auth::{Caller, Need};
+use super::{Front, Services, Target, convert, edit, non_empty, not_a_file, page_size, read, transfer};
+use crate::auth::Need;
 use crate::error::{Error, Reason, Result};
 use crate::glob::{Glob, GlobError};
 use crate::path::SpacePath;
-use crate::store::{Actor, Entry, Kind, ScanOptions, SpaceRecord, Store, WriteBody, WriteMode, WriteOp, not_text};
-use crate::text::{self, SliceError, SliceRequest};
+use crate::store::{Actor, Entry, Kind, ScanOptions, SpaceRecord, Store, WriteBody, WriteMode, WriteOp};
 
 /// Default and largest `List` / `Find` page.
 const DEFAULT_PAGE: usize = 100;
@@ -21,10 +21,6 @@ const MAX_PAGE: usize = 200;
 /// History keys one `List` / `Find` page may examine before it returns a
 /// short page with a token (bounds the latency of sparse filters).
 const SCAN_BUDGET: usize = 20_000;
-/// `Read` defaults and bounds (UTF-16 units and lines).
-const DEFAULT_MAX_CHARS: u64 = 32_768;
-const MAX_MAX_CHARS: u64 = 131_072;
-const DEFAULT_LINES: u64 = 200;
 
 #[tonic::async_trait]
 impl FileSystem for Services {
@@ -149,7 +145,85 @@ impl FileSystem for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        run(&front, move |front| read(front, &caller, &req)).await
+        run(&front, move |front| read::read(front, &caller, &req, u64::MAX)).await
+    }
+
+    async fn read_many(&self, request: Request<pb::ReadManyRequest>) -> Result<Response<pb::ReadManyResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        run(&front, move |front| read::read_many(front, &caller, &req)).await
+    }
+
+    async fn edit(&self, request: Request<pb::EditRequest>) -> Result<Response<pb::EditResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        let (response, changed) = front
+            .store
+            .clone()
+            .blocking({
+                let front = front.clone();
+                move |_| edit::edit(&front, &caller, req)
+            })
+            .await?;
+        if changed {
+            front.store.durable().await?;
+        }
+        Ok(Response::new(response))
+    }
+
+    async fn diff(&self, request: Request<pb::DiffRequest>) -> Result<Response<pb::DiffResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        run(&front, move |front| edit::diff(front, &caller, &req)).await
+    }
+
+    async fn upload(
+        &self,
+        request: Request<tonic::Streaming<pb::UploadChunk>>,
+    ) -> Result<Response<pb::UploadResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let (header, data) = transfer::receive(request.into_inner(), front.store.limits().max_file_bytes).await?;
+        let outcome = front
+            .store
+            .clone()
+            .blocking({
+                let front = front.clone();
+                move |_| transfer::store_upload(&front, &caller, header, data)
+            })
+            .await?;
+        if outcome.changed {
+            front.store.durable().await?;
+        }
+        Ok(Response::new(pb::UploadResponse {
+            node_id: outcome.node.to_string(),
+            version: outcome.version,
+            hash: outcome.hash.to_hex(),
+            size: outcome.size,
+            created: outcome.created,
+            revision: outcome.revision,
+        }))
+    }
+
+    async fn download(
+        &self,
+        request: Request<pb::DownloadRequest>,
+    ) -> Result<Response<BoxStream<pb::DownloadChunk>>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        let chunks = front
+            .store
+            .clone()
+            .blocking({
+                let front = front.clone();
+                move |_| transfer::download(&front, &caller, &req)
+            })
+            .await?;
+        Ok(Response::new(Box::pin(tokio_stream::iter(chunks.into_iter().map(Ok)))))
     }
 
     async fn write(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteResponse>, Status> {
@@ -291,102 +365,6 @@ where
         .map_err(Status::from)
 }
 
-fn read(front: &Front, caller: &Caller, req: &pb::ReadRequest) -> Result<pb::ReadResponse> {
-    let max_chars = match req.max_chars {
-        0 => DEFAULT_MAX_CHARS,
-        n if (2..=MAX_MAX_CHARS).contains(&n) => n,
-        n => {
-            return Err(Error::new(
-                Reason::InvalidArgument,
-                format!("max_chars must be between 2 and {MAX_MAX_CHARS}, not {n}."),
-            )
-            .with("limit", MAX_MAX_CHARS)
-            .field("max_chars"));
-        }
-    };
-    let request = SliceRequest {
-        start_line: req.offset.max(1),
-        start_char: req.start_char,
-        max_lines: if req.limit == 0 { DEFAULT_LINES } else { req.limit },
-        max_chars,
-    };
-    let target = front.target(caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
-    let revision = match req.at_revision {
-        0 => None,
-        at => {
-            Store::check_revision(&target.space, at)?;
-            Some(at)
-        }
-    };
-    let entry = front.existing(&target, revision)?;
-    if entry.is_dir() {
-        return Err(not_a_file(&target.path));
-    }
-    let number = match req.version {
-        0 => entry.version,
-        n if n <= entry.version => n,
-        n => {
-            return Err(Error::new(
-                Reason::NotFound,
-                format!("{} has no version {n}; its latest is {}.", target.path, entry.version),
-            )
-            .with("path", &target.path)
-            .with("currentVersion", entry.version));
-        }
-    };
-    let version = front
-        .store
-        .version(target.space.id, entry.node, number)?
-        .ok_or_else(|| Error::not_found(format!("version {number} of {}", target.path)))?;
-    if !version.text.is_text {
-        return Err(not_text(&target.path, &version.text));
-    }
-    let limit = front.store.limits().max_text_bytes;
-    if version.size > limit {
-        return Err(Error::new(
-            Reason::FileTooLarge,
-            format!(
-                "{} is {} bytes, over the {limit}-byte limit for text reads.",
-                target.path, version.size
-            ),
-        )
-        .with("path", &target.path)
-        .with("size", version.size)
-        .with("limit", limit));
-    }
-    let bytes = front.store.content(version.hash)?;
-    let content = std::str::from_utf8(&bytes).map_err(|_| Error::internal("text content is not UTF-8"))?;
-    let slice = text::slice(content, request).map_err(|e| slice_error(e, &target.path))?;
-    Ok(pb::ReadResponse {
-        content: slice.content,
-        node_id: entry.node.to_string(),
-        version: number,
-        hash: version.hash.to_hex(),
-        total_lines: version.text.line_count,
-        first_line: slice.first_line,
-        last_line: slice.last_line,
-        truncated: slice.truncated,
-        next: slice
-            .next
-            .map(|(start_line, start_char)| pb::TextPosition { start_line, start_char }),
-        text: Some(convert::text_info(&version.text)),
-        path: target.path.to_string(),
-        size: version.size,
-    })
-}
-
-fn slice_error(error: SliceError, path: &SpacePath) -> Error {
-    let field = match error {
-        SliceError::LinePastEnd { .. } => "offset",
-        SliceError::CharPastEnd { .. } | SliceError::InsideSurrogatePair { .. } => "start_char",
-    };
-    let mut err = Error::new(Reason::InvalidArgument, format!("{path}: {error}.")).with("path", path);
-    if let SliceError::LinePastEnd { total_lines, .. } = error {
-        err = err.with("lines", total_lines);
-    }
-    err.field(field)
-}
-
 /// The revision and resume point of a paginated call: from its token, or
 /// pinned now (or at `at_revision`) for a first page.
 fn pin(space: &SpaceRecord, token: &str, at_revision: u64, bound: [u8; 16]) -> Result<(u64, Option<String>)> {
@@ -451,12 +429,4 @@ fn too_large(field: &str, size: u64, limit: u64) -> Result<()> {
     .with("size", size)
     .with("limit", limit)
     .field(field))
-}
-
-fn not_a_file(path: &SpacePath) -> Error {
-    Error::new(Reason::NotAFile, format!("{path} is a directory, not a file.")).with("path", path)
-}
-
-fn non_empty(value: String) -> Option<String> {
-    (!value.is_empty()).then_some(value)
 }

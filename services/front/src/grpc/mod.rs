@@ -4,8 +4,11 @@
 
 mod admin;
 mod convert;
+mod edit;
 mod filesystem;
 pub mod page_token;
+mod read;
+mod transfer;
 
 use std::sync::Arc;
 
@@ -16,7 +19,8 @@ use crate::error::{Error, Reason, Result};
 use crate::ids::SpaceId;
 use crate::path::{PathError, SpacePath};
 use crate::reference::{Reference, ReferenceError};
-use crate::store::{Entry, SpaceRecord, Store};
+use crate::sessions::Sessions;
+use crate::store::{Entry, SpaceRecord, Store, VersionRecord, not_text};
 
 /// Longest reference echoed back in error metadata.
 const MAX_ECHO_CHARS: usize = 256;
@@ -26,6 +30,8 @@ const MAX_ECHO_CHARS: usize = 256;
 pub struct Front {
     pub store: Store,
     pub auth: Authenticator,
+    /// What each agent session has read, for the read-before-edit rule.
+    pub sessions: Sessions,
 }
 
 /// The two public services of the front over shared state.
@@ -171,6 +177,49 @@ impl Front {
             .entry(target.space.id, &target.path, revision)?
             .ok_or_else(|| Error::not_found(&target.path))
     }
+}
+
+/// Version `number` of a file as text: refused when binary, not UTF-8 or
+/// over the text size limit.
+pub(crate) fn text_of(front: &Front, target: &Target, entry: &Entry, number: u64) -> Result<(VersionRecord, String)> {
+    let version = front
+        .store
+        .version(target.space.id, entry.node, number)?
+        .ok_or_else(|| Error::not_found(format!("version {number} of {}", target.path)))?;
+    if !version.text.is_text {
+        return Err(not_text(&target.path, &version.text));
+    }
+    let limit = front.store.limits().max_text_bytes;
+    if version.size > limit {
+        return Err(Error::new(
+            Reason::FileTooLarge,
+            format!(
+                "{} is {} bytes, over the {limit}-byte limit for text operations.",
+                target.path, version.size
+            ),
+        )
+        .with("path", &target.path)
+        .with("size", version.size)
+        .with("limit", limit));
+    }
+    let bytes = front.store.content(version.hash)?;
+    let text = String::from_utf8(bytes).map_err(|_| Error::internal("text content is not UTF-8"))?;
+    Ok((version, text))
+}
+
+/// Records that the caller's session (if any) has seen `version` of `node`.
+pub(crate) fn upsert_session(front: &Front, caller: &Caller, node: crate::ids::NodeId, version: u64) {
+    if let Some(session) = &caller.session {
+        front.sessions.saw(session, node, version);
+    }
+}
+
+pub(crate) fn not_a_file(path: &SpacePath) -> Error {
+    Error::new(Reason::NotAFile, format!("{path} is a directory, not a file.")).with("path", path)
+}
+
+pub(crate) fn non_empty(value: String) -> Option<String> {
+    (!value.is_empty()).then_some(value)
 }
 
 /// The error for a reference that did not parse.

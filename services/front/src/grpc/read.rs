@@ -1,0 +1,143 @@
+//! `Read` and `ReadMany`: bounded slices of text files.
+
+use agentvfs_proto::v1 as pb;
+
+use super::{Front, convert, text_of, upsert_session};
+use crate::auth::{Caller, Need};
+use crate::error::{Error, Reason, Result};
+use crate::path::SpacePath;
+use crate::store::Store;
+use crate::text::{self, SliceError, SliceRequest};
+
+/// `Read` defaults and bounds (UTF-16 units and lines).
+const DEFAULT_MAX_CHARS: u64 = 32_768;
+const MAX_MAX_CHARS: u64 = 131_072;
+const DEFAULT_LINES: u64 = 200;
+/// `ReadMany`: most reads and the shared output budget in UTF-16 units.
+const MAX_READS: usize = 10;
+const READ_MANY_BUDGET: u64 = 262_144;
+
+/// One read, with at most `budget` UTF-16 units of output.
+pub(super) fn read(front: &Front, caller: &Caller, req: &pb::ReadRequest, budget: u64) -> Result<pb::ReadResponse> {
+    let max_chars = match req.max_chars {
+        0 => DEFAULT_MAX_CHARS,
+        n if (2..=MAX_MAX_CHARS).contains(&n) => n,
+        n => {
+            return Err(Error::new(
+                Reason::InvalidArgument,
+                format!("max_chars must be between 2 and {MAX_MAX_CHARS}, not {n}."),
+            )
+            .with("limit", MAX_MAX_CHARS)
+            .field("max_chars"));
+        }
+    };
+    let request = SliceRequest {
+        start_line: req.offset.max(1),
+        start_char: req.start_char,
+        max_lines: if req.limit == 0 { DEFAULT_LINES } else { req.limit },
+        max_chars: max_chars.min(budget).max(2),
+    };
+    let target = front.target(caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
+    let revision = match req.at_revision {
+        0 => None,
+        at => {
+            Store::check_revision(&target.space, at)?;
+            Some(at)
+        }
+    };
+    let entry = front.existing(&target, revision)?;
+    if entry.is_dir() {
+        return Err(super::not_a_file(&target.path));
+    }
+    let number = match req.version {
+        0 => entry.version,
+        n if n <= entry.version => n,
+        n => {
+            return Err(Error::new(
+                Reason::NotFound,
+                format!("{} has no version {n}; its latest is {}.", target.path, entry.version),
+            )
+            .with("path", &target.path)
+            .with("currentVersion", entry.version));
+        }
+    };
+    let (version, content) = text_of(front, &target, &entry, number)?;
+    let slice = text::slice(&content, request).map_err(|e| slice_error(e, &target.path))?;
+    upsert_session(front, caller, entry.node, number);
+    Ok(pb::ReadResponse {
+        content: slice.content,
+        node_id: entry.node.to_string(),
+        version: number,
+        hash: version.hash.to_hex(),
+        total_lines: version.text.line_count,
+        first_line: slice.first_line,
+        last_line: slice.last_line,
+        truncated: slice.truncated,
+        next: slice
+            .next
+            .map(|(start_line, start_char)| pb::TextPosition { start_line, start_char }),
+        text: Some(convert::text_info(&version.text)),
+        path: target.path.to_string(),
+        size: version.size,
+    })
+}
+
+/// Up to ten reads under one shared budget; each outcome stands alone.
+pub(super) fn read_many(front: &Front, caller: &Caller, req: &pb::ReadManyRequest) -> Result<pb::ReadManyResponse> {
+    if req.reads.is_empty() || req.reads.len() > MAX_READS {
+        return Err(Error::new(
+            Reason::InvalidArgument,
+            format!("ReadMany takes 1 to {MAX_READS} reads, not {}.", req.reads.len()),
+        )
+        .with("limit", MAX_READS)
+        .field("reads"));
+    }
+    let mut budget = READ_MANY_BUDGET;
+    let mut response = pb::ReadManyResponse::default();
+    for (i, one) in req.reads.iter().enumerate() {
+        let mut one = one.clone();
+        if one.space.is_empty() {
+            one.space.clone_from(&req.space);
+        }
+        let outcome = if budget < 2 {
+            Err(Error::new(
+                Reason::TooLarge,
+                "The shared output budget of this ReadMany is used up; read this file on its own.",
+            )
+            .with("limit", READ_MANY_BUDGET)
+            .field(format!("reads[{i}]")))
+        } else {
+            read(front, caller, &one, budget)
+        };
+        let outcome = match outcome {
+            Ok(read) => {
+                budget -= text::utf16_len(&read.content);
+                response.incomplete |= read.truncated;
+                pb::read_many_result::Outcome::Read(read)
+            }
+            Err(error) => {
+                response.incomplete = true;
+                pb::read_many_result::Outcome::Error(pb::ReadError {
+                    code: error.reason.code() as i32,
+                    reason: error.reason.as_str().to_owned(),
+                    message: error.message().to_owned(),
+                    metadata: error.info_metadata(),
+                })
+            }
+        };
+        response.results.push(pb::ReadManyResult { outcome: Some(outcome) });
+    }
+    Ok(response)
+}
+
+fn slice_error(error: SliceError, path: &SpacePath) -> Error {
+    let field = match error {
+        SliceError::LinePastEnd { .. } => "offset",
+        SliceError::CharPastEnd { .. } | SliceError::InsideSurrogatePair { .. } => "start_char",
+    };
+    let mut err = Error::new(Reason::InvalidArgument, format!("{path}: {error}.")).with("path", path);
+    if let SliceError::LinePastEnd { total_lines, .. } = error {
+        err = err.with("lines", total_lines);
+    }
+    err.field(field)
+}

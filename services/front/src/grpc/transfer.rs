@@ -1,0 +1,151 @@
+//! `Upload` and `Download`: raw bytes of any file, streamed in chunks.
+
+use agentvfs_proto::v1 as pb;
+use tokio_stream::StreamExt as _;
+
+use super::{Front, convert};
+use crate::auth::{Caller, Need};
+use crate::error::{Error, Reason, Result};
+use crate::store::{Actor, Hash, Store, WriteBody, WriteMode, WriteOp, WriteOutcome};
+
+/// Bytes per `Download` message.
+pub(super) const CHUNK: usize = 64 * 1024;
+
+/// Reads an upload stream: a header, then data chunks up to the file limit.
+pub(super) async fn receive(
+    mut stream: tonic::Streaming<pb::UploadChunk>,
+    limit: u64,
+) -> Result<(pb::UploadHeader, Vec<u8>)> {
+    let header = match stream.next().await {
+        Some(Ok(pb::UploadChunk {
+            part: Some(pb::upload_chunk::Part::Header(header)),
+        })) => header,
+        Some(Err(status)) => return Err(stream_error(&status)),
+        _ => {
+            return Err(Error::invalid_argument(
+                "header",
+                "The first upload message must be the header.",
+            ));
+        }
+    };
+    let mut data = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        match chunk.map_err(|status| stream_error(&status))?.part {
+            Some(pb::upload_chunk::Part::Data(bytes)) => {
+                if (data.len() + bytes.len()) as u64 > limit {
+                    return Err(Error::new(
+                        Reason::TooLarge,
+                        format!("The upload is over the {limit}-byte file limit."),
+                    )
+                    .with("limit", limit)
+                    .field("data"));
+                }
+                data.extend_from_slice(&bytes);
+            }
+            _ => {
+                return Err(Error::invalid_argument(
+                    "header",
+                    "Only the first upload message may be a header.",
+                ));
+            }
+        }
+    }
+    if !header.hash.is_empty() {
+        let expected = Hash::from_hex(&header.hash)
+            .ok_or_else(|| Error::invalid_argument("header.hash", "hash must be 64 hex digits of BLAKE3."))?;
+        let actual = Hash::of(&data);
+        if actual != expected {
+            return Err(Error::new(
+                Reason::InvalidArgument,
+                "The uploaded bytes do not match header.hash; nothing was saved.",
+            )
+            .with("expectedHash", expected.to_hex())
+            .with("actualHash", actual.to_hex())
+            .field("header.hash"));
+        }
+    }
+    Ok((header, data))
+}
+
+fn stream_error(status: &tonic::Status) -> Error {
+    Error::new(
+        Reason::InvalidArgument,
+        format!("The upload stream failed: {}.", status.message()),
+    )
+}
+
+/// Saves a received upload.
+pub(super) fn store_upload(
+    front: &Front,
+    caller: &Caller,
+    header: pb::UploadHeader,
+    data: Vec<u8>,
+) -> Result<WriteOutcome> {
+    let target = front.target(
+        caller,
+        &header.space,
+        &header.path,
+        &header.base,
+        "header.path",
+        Need::Write,
+    )?;
+    let outcome = front.store.write(WriteOp {
+        space: target.space.id,
+        path: target.path,
+        body: WriteBody::Bytes(data),
+        mode: WriteMode::Overwrite,
+        expected_version: header.expected_version,
+        operation: "upload",
+        actor: Actor {
+            principal: caller.principal.clone(),
+            tool_call: caller.tool_call.clone(),
+            idempotency_key: super::non_empty(header.idempotency_key),
+        },
+    })?;
+    super::upsert_session(front, caller, outcome.node, outcome.version);
+    Ok(outcome)
+}
+
+/// The messages of a download: the header with the first bytes, then the rest.
+pub(super) fn download(front: &Front, caller: &Caller, req: &pb::DownloadRequest) -> Result<Vec<pb::DownloadChunk>> {
+    let target = front.target(caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
+    let revision = match req.at_revision {
+        0 => None,
+        at => {
+            Store::check_revision(&target.space, at)?;
+            Some(at)
+        }
+    };
+    let entry = front.existing(&target, revision)?;
+    if entry.is_dir() {
+        return Err(super::not_a_file(&target.path));
+    }
+    let number = if req.version == 0 { entry.version } else { req.version };
+    let version = front
+        .store
+        .version(target.space.id, entry.node, number)?
+        .ok_or_else(|| Error::not_found(format!("version {number} of {}", target.path)))?;
+    let bytes = front.store.content(version.hash)?;
+    let header = pb::DownloadHeader {
+        node_id: entry.node.to_string(),
+        version: number,
+        hash: version.hash.to_hex(),
+        size: version.size,
+        text: Some(convert::text_info(&version.text)),
+    };
+    let mut chunks: Vec<pb::DownloadChunk> = bytes
+        .chunks(CHUNK)
+        .map(|c| pb::DownloadChunk {
+            header: None,
+            data: c.to_vec(),
+        })
+        .collect();
+    match chunks.first_mut() {
+        Some(first) => first.header = Some(header),
+        None => chunks.push(pb::DownloadChunk {
+            header: Some(header),
+            data: Vec::new(),
+        }),
+    }
+    Ok(chunks)
+}

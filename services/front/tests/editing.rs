@@ -483,3 +483,136 @@ async fn uploads_and_downloads_round_trip_any_bytes() {
         "NOT_FOUND",
     );
 }
+
+#[tokio::test]
+async fn registered_functions_generate_files_and_respect_user_edits() {
+    let front = Front::start().await;
+    front.space("s").await;
+    let mut admin = front.admin().await;
+    let mut fs = front.fs().await;
+    let spec = |name: &str, description: &str| pb::FunctionSpec {
+        name: name.into(),
+        description: description.into(),
+        parameters_json_schema:
+            r#"{"type":"object","properties":{"id":{"type":"string","description":"Order ID"}},"required":["id"]}"#
+                .into(),
+        returns: "The order.".into(),
+        examples: vec![],
+    };
+    let register = |functions: Vec<pb::FunctionSpec>| pb::RegisterFunctionsRequest {
+        space: "s".into(),
+        functions,
+        ..Default::default()
+    };
+    let first = admin
+        .register_functions(register(vec![
+            spec("get_order", "Fetches an order."),
+            spec("cancel_order", "Cancels."),
+        ]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        first.written,
+        ["/functions/cancel_order.md", "/functions/get_order.md", "/AGENT.md"]
+    );
+    let doc = fs
+        .read(read("s", "/functions/get_order.md"))
+        .await
+        .unwrap()
+        .into_inner()
+        .content;
+    assert!(doc.contains("| `id` | string | yes | Order ID |"), "{doc}");
+    let agent = fs.read(read("s", "/AGENT.md")).await.unwrap().into_inner().content;
+    assert!(
+        agent.contains("[`get_order`](/functions/get_order.md): Fetches an order."),
+        "{agent}"
+    );
+
+    // A principal edits one generated file: it is user-modified from now on.
+    fs.edit(edit(
+        "/functions/get_order.md",
+        Some(1),
+        vec![replace("Fetches an order.", "Fetches one order by ID.")],
+    ))
+    .await
+    .unwrap();
+    let listing = fs
+        .list(pb::ListRequest {
+            space: "s".into(),
+            path: "/functions".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let flags: Vec<_> = listing
+        .entries
+        .iter()
+        .map(|e| (e.name.as_str(), e.system, e.user_modified))
+        .collect();
+    assert_eq!(flags, [("cancel_order.md", true, false), ("get_order.md", true, true)]);
+
+    let again = admin
+        .register_functions(register(vec![
+            spec("get_order", "Fetches an order, v2."),
+            spec("cancel_order", "Cancels, v2."),
+        ]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.written, ["/functions/cancel_order.md", "/AGENT.md"]);
+    assert_eq!(again.skipped_user_modified, ["/functions/get_order.md"]);
+    let kept = fs
+        .read(read("s", "/functions/get_order.md"))
+        .await
+        .unwrap()
+        .into_inner()
+        .content;
+    assert!(kept.contains("Fetches one order by ID."));
+
+    let restored = admin
+        .restore_default(pb::RestoreDefaultRequest {
+            space: "s".into(),
+            path: "/functions/get_order.md".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(restored.changed);
+    assert_eq!(restored.version, 3);
+    let regenerated = fs
+        .read(read("s", "/functions/get_order.md"))
+        .await
+        .unwrap()
+        .into_inner()
+        .content;
+    assert!(regenerated.contains("Fetches an order, v2."), "{regenerated}");
+    let listing = fs
+        .list(pb::ListRequest {
+            space: "s".into(),
+            path: "/functions".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listing.entries.iter().all(|e| !e.user_modified));
+
+    let bad = admin
+        .register_functions(register(vec![spec("../x", "bad")]))
+        .await
+        .unwrap_err();
+    assert_error(&bad, Code::InvalidArgument, "INVALID_ARGUMENT");
+    assert_eq!(metadata(&bad, "field"), "functions[0].name");
+    let not_generated = admin
+        .restore_default(pb::RestoreDefaultRequest {
+            space: "s".into(),
+            path: "/scripts/x.sh".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_error(&not_generated, Code::InvalidArgument, "INVALID_ARGUMENT");
+}

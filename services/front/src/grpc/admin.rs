@@ -8,7 +8,12 @@ use super::page_token::{PageToken, fingerprint};
 use super::{Services, convert, page_size};
 use crate::auth::Need;
 use crate::error::{Error, Reason};
+use crate::path::SpacePath;
 use crate::store::{NewSpace, Quota};
+use crate::system_files::{Function, valid_function_name};
+
+/// Most functions in one registration.
+const MAX_FUNCTIONS: usize = 500;
 
 const DEFAULT_PAGE: usize = 100;
 const MAX_PAGE: usize = 200;
@@ -131,4 +136,99 @@ impl Admin for Services {
             space_id: deleted.id.to_string(),
         }))
     }
+
+    async fn register_functions(
+        &self,
+        request: Request<pb::RegisterFunctionsRequest>,
+    ) -> Result<Response<pb::RegisterFunctionsResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        let functions = parse_functions(req.functions)?;
+        let generated = front
+            .store
+            .clone()
+            .blocking(move |store| {
+                let space = front.space(&caller, &req.space, Need::Admin)?;
+                store.register_functions(space.id, functions, &caller.principal)
+            })
+            .await?;
+        self.front.store.durable().await?;
+        Ok(Response::new(pb::RegisterFunctionsResponse {
+            written: generated.written,
+            skipped_user_modified: generated.skipped_user_modified,
+            revision: generated.revision,
+        }))
+    }
+
+    async fn restore_default(
+        &self,
+        request: Request<pb::RestoreDefaultRequest>,
+    ) -> Result<Response<pb::RestoreDefaultResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        let generated = front
+            .store
+            .clone()
+            .blocking(move |store| {
+                let space = front.space(&caller, &req.space, Need::Admin)?;
+                let path = SpacePath::parse(&req.path).map_err(|e| {
+                    super::reference_error(crate::reference::ReferenceError::Path(e), "path", &req.path)
+                })?;
+                store.restore_default(space.id, &path, &caller.principal)
+            })
+            .await?;
+        self.front.store.durable().await?;
+        Ok(Response::new(pb::RestoreDefaultResponse {
+            version: generated.version,
+            changed: !generated.written.is_empty(),
+            revision: generated.revision,
+        }))
+    }
+}
+
+fn parse_functions(functions: Vec<pb::FunctionSpec>) -> Result<Vec<Function>, Error> {
+    if functions.len() > MAX_FUNCTIONS {
+        return Err(Error::new(
+            Reason::InvalidArgument,
+            format!("At most {MAX_FUNCTIONS} functions per call."),
+        )
+        .with("limit", MAX_FUNCTIONS)
+        .field("functions"));
+    }
+    functions
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            if !valid_function_name(&f.name) {
+                return Err(Error::invalid_argument(
+                    &format!("functions[{i}].name"),
+                    "Function names are 1-64 characters of letters, digits, `_`, `.` and `-`.",
+                ));
+            }
+            let schema = if f.parameters_json_schema.trim().is_empty() {
+                "{}"
+            } else {
+                &f.parameters_json_schema
+            };
+            if !serde_json::from_str::<serde_json::Value>(schema).is_ok_and(|v| v.is_object()) {
+                return Err(Error::invalid_argument(
+                    &format!("functions[{i}].parameters_json_schema"),
+                    "parameters_json_schema must be a JSON object.",
+                ));
+            }
+            Ok(Function {
+                name: f.name,
+                description: f.description,
+                parameters_json_schema: schema.to_owned(),
+                returns: f.returns,
+                examples: f
+                    .examples
+                    .into_iter()
+                    .map(|e| (e.title, e.arguments, e.result))
+                    .collect(),
+            })
+        })
+        .collect()
 }

@@ -13,6 +13,7 @@
 mod commit;
 pub mod content;
 mod flusher;
+mod generate;
 pub mod keys;
 pub mod records;
 mod snapshot;
@@ -23,6 +24,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use flusher::Durability;
+pub use generate::Generated;
 pub use records::{Entry, Hash, Kind, NodeRecord, Quota, Role, SpaceRecord, Usage, VersionRecord};
 pub use snapshot::{ScanOptions, ScanPage};
 pub use spaces::NewSpace;

@@ -79,6 +79,7 @@ impl Store {
             usage: Usage::default(),
             access: vec![(new.owner.clone(), Role::Owner)],
             compacted_revision: 0,
+            functions: Vec::new(),
         };
         let _guard = self.lock_space(space.id);
         let mut commit = Commit::new(space.clone(), &new.owner);

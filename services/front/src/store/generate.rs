@@ -1,0 +1,146 @@
+//! System files: registering functions and regenerating generated files.
+//!
+//! A generated file that a principal has changed is *user-modified* and is
+//! left alone by registration; `restore_default` regenerates it on request,
+//! as a new version.
+
+use std::sync::Arc;
+
+use super::Store;
+use super::commit::Commit;
+use super::records::{Hash, VersionRecord};
+use crate::error::{Error, Reason, Result};
+use crate::ids::SpaceId;
+use crate::path::SpacePath;
+use crate::system_files::{self, AGENT_MD, Function};
+use crate::text::TextMeta;
+
+/// What a generation wrote and what it left alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Generated {
+    pub written: Vec<String>,
+    pub skipped_user_modified: Vec<String>,
+    pub revision: u64,
+    /// Version of the last file written (for `restore_default`).
+    pub version: u64,
+}
+
+impl Store {
+    /// Adds or updates functions, writes their files and `/AGENT.md`.
+    pub fn register_functions(&self, space: SpaceId, functions: Vec<Function>, principal: &str) -> Result<Generated> {
+        let _guard = self.lock_space(space);
+        let record = self
+            .space(space)?
+            .ok_or_else(|| Error::space_not_found(&space.to_string()))?;
+        let mut commit = Commit::new(record.clone(), principal);
+        for function in functions {
+            match commit.space.functions.iter_mut().find(|f| f.name == function.name) {
+                Some(existing) => *existing = function,
+                None => commit.space.functions.push(function),
+            }
+        }
+        commit.space.functions.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut files: Vec<(String, String)> = commit
+            .space
+            .functions
+            .iter()
+            .map(|f| (system_files::function_path(&f.name), system_files::function_md(f)))
+            .collect();
+        files.push((AGENT_MD.to_owned(), agent_md(&commit)));
+        self.generate(commit, &record, files, false)
+    }
+
+    /// Regenerates one system file, discarding a principal's changes.
+    pub fn restore_default(&self, space: SpaceId, path: &SpacePath, principal: &str) -> Result<Generated> {
+        let _guard = self.lock_space(space);
+        let record = self
+            .space(space)?
+            .ok_or_else(|| Error::space_not_found(&space.to_string()))?;
+        let commit = Commit::new(record.clone(), principal);
+        let content = if path.as_str() == AGENT_MD {
+            agent_md(&commit)
+        } else {
+            let function = record
+                .functions
+                .iter()
+                .find(|f| system_files::function_path(&f.name) == path.as_str());
+            match function {
+                Some(function) => system_files::function_md(function),
+                None => {
+                    return Err(Error::new(
+                        Reason::InvalidArgument,
+                        format!("{path} is not a generated file; only /AGENT.md and registered /functions/*.md are."),
+                    )
+                    .with("path", path)
+                    .field("path"));
+                }
+            }
+        };
+        self.generate(commit, &record, vec![(path.to_string(), content)], true)
+    }
+
+    /// Writes generated files in one commit; user-modified ones only when `force`.
+    fn generate(
+        &self,
+        mut commit: Commit,
+        before: &super::SpaceRecord,
+        files: Vec<(String, String)>,
+        force: bool,
+    ) -> Result<Generated> {
+        let mut out = Generated {
+            revision: before.revision,
+            ..Generated::default()
+        };
+        for (path, content) in files {
+            let path = SpacePath::from_stored(path);
+            let existing = commit.current(self, &path)?;
+            if let Some(entry) = &existing {
+                if entry.is_dir() {
+                    return Err(Error::new(Reason::NotAFile, format!("{path} is a directory.")).with("path", &path));
+                }
+                if entry.user_modified && !force {
+                    out.skipped_user_modified.push(path.to_string());
+                    continue;
+                }
+            }
+            let bytes = content.into_bytes();
+            let hash = Hash::of(&bytes);
+            if existing.as_ref().is_some_and(|e| e.hash == hash && !e.user_modified) {
+                out.version = existing.as_ref().map_or(0, |e| e.version);
+                continue;
+            }
+            commit.ensure_parents(self, &path)?;
+            let record = VersionRecord {
+                hash,
+                size: bytes.len() as u64,
+                text: TextMeta::analyze(&bytes),
+                principal: commit.principal.clone(),
+                operation: if force { "restore_default" } else { "generate" }.to_owned(),
+                revision: 0,
+                time_ms: 0,
+                idempotency_key: None,
+                tool_call: None,
+            };
+            let entry = commit.put_file(&path, existing.as_ref(), record, Arc::new(bytes), true);
+            out.version = entry.version;
+            out.written.push(path.to_string());
+        }
+        if out.written.is_empty() && commit.space.functions == before.functions {
+            return Ok(out);
+        }
+        commit.check_quota(before)?;
+        self.apply(&commit)?;
+        out.revision = commit.revision();
+        Ok(out)
+    }
+}
+
+fn agent_md(commit: &Commit) -> String {
+    let functions: Vec<(String, String)> = commit
+        .space
+        .functions
+        .iter()
+        .map(|f| (f.name.clone(), f.description.clone()))
+        .collect();
+    system_files::agent_md(&commit.space.name, &functions)
+}

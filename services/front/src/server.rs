@@ -6,8 +6,8 @@ use std::future::Future;
 use agentvfs_proto::v1::admin_server::AdminServer;
 use agentvfs_proto::v1::file_system_server::FileSystemServer;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
 
 use crate::auth::Authenticator;
 use crate::config::Config;
@@ -75,7 +75,9 @@ pub async fn serve(
         .add_service(reflection_v1alpha)
         .add_service(filesystem)
         .add_service(admin)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+        // Without TCP_NODELAY a small reply written in two parts waits for
+        // the client's delayed ACK (~40 ms) before its final frame goes out.
+        .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), async {
             let _ = stopped.await;
         });
     let server = tokio::spawn(server);

@@ -171,6 +171,23 @@ impl Front {
             .map_err(|e| reference_error(ReferenceError::Path(e), "path", relative.as_str()))
     }
 
+    /// The file at `target`, now (`at_revision` 0) or as of a retained
+    /// revision; NOT_FOUND or NOT_A_FILE otherwise.
+    pub fn file_at(&self, target: &Target, at_revision: u64) -> Result<Entry> {
+        let revision = match at_revision {
+            0 => None,
+            at => {
+                Store::check_revision(&target.space, at)?;
+                Some(at)
+            }
+        };
+        let entry = self.existing(target, revision)?;
+        if entry.is_dir() {
+            return Err(not_a_file(&target.path));
+        }
+        Ok(entry)
+    }
+
     /// The entry at `target`, or NOT_FOUND.
     pub fn existing(&self, target: &Target, revision: Option<u64>) -> Result<Entry> {
         self.store

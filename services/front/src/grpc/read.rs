@@ -6,7 +6,6 @@ use super::{Front, convert, text_of, upsert_session};
 use crate::auth::{Caller, Need};
 use crate::error::{Error, Reason, Result};
 use crate::path::SpacePath;
-use crate::store::Store;
 use crate::text::{self, SliceError, SliceRequest};
 
 /// `Read` defaults and bounds (UTF-16 units and lines).
@@ -38,17 +37,7 @@ pub(super) fn read(front: &Front, caller: &Caller, req: &pb::ReadRequest, budget
         max_chars: max_chars.min(budget).max(2),
     };
     let target = front.target(caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
-    let revision = match req.at_revision {
-        0 => None,
-        at => {
-            Store::check_revision(&target.space, at)?;
-            Some(at)
-        }
-    };
-    let entry = front.existing(&target, revision)?;
-    if entry.is_dir() {
-        return Err(super::not_a_file(&target.path));
-    }
+    let entry = front.file_at(&target, req.at_revision)?;
     let number = match req.version {
         0 => entry.version,
         n if n <= entry.version => n,

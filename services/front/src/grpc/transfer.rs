@@ -6,7 +6,7 @@ use tokio_stream::StreamExt as _;
 use super::{Front, convert};
 use crate::auth::{Caller, Need};
 use crate::error::{Error, Reason, Result};
-use crate::store::{Actor, Hash, Store, WriteBody, WriteMode, WriteOp, WriteOutcome};
+use crate::store::{Actor, Hash, WriteBody, WriteMode, WriteOp, WriteOutcome};
 
 /// Bytes per `Download` message.
 pub(super) const CHUNK: usize = 64 * 1024;
@@ -109,17 +109,7 @@ pub(super) fn store_upload(
 /// The messages of a download: the header with the first bytes, then the rest.
 pub(super) fn download(front: &Front, caller: &Caller, req: &pb::DownloadRequest) -> Result<Vec<pb::DownloadChunk>> {
     let target = front.target(caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
-    let revision = match req.at_revision {
-        0 => None,
-        at => {
-            Store::check_revision(&target.space, at)?;
-            Some(at)
-        }
-    };
-    let entry = front.existing(&target, revision)?;
-    if entry.is_dir() {
-        return Err(super::not_a_file(&target.path));
-    }
+    let entry = front.file_at(&target, req.at_revision)?;
     let number = if req.version == 0 { entry.version } else { req.version };
     let version = front
         .store

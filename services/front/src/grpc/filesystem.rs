@@ -145,7 +145,14 @@ impl FileSystem for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        run(&front, move |front| read::read(front, &caller, &req, u64::MAX)).await
+        let located = read::locate(&front, &caller, &req, u64::MAX)?;
+        let response = if located.version.size <= read::INLINE_BYTES {
+            read::finish(&front, &caller, located)?
+        } else {
+            let store = front.store.clone();
+            store.blocking(move |_| read::finish(&front, &caller, located)).await?
+        };
+        Ok(Response::new(response))
     }
 
     async fn read_many(&self, request: Request<pb::ReadManyRequest>) -> Result<Response<pb::ReadManyResponse>, Status> {

@@ -199,6 +199,14 @@ impl Front {
 /// Version `number` of a file as text: refused when binary, not UTF-8 or
 /// over the text size limit.
 pub(crate) fn text_of(front: &Front, target: &Target, entry: &Entry, number: u64) -> Result<(VersionRecord, String)> {
+    let version = text_version(front, target, entry, number)?;
+    let bytes = front.store.content(version.hash)?;
+    let text = String::from_utf8(bytes).map_err(|_| Error::internal("text content is not UTF-8"))?;
+    Ok((version, text))
+}
+
+/// The record of version `number` of a file, checked to be usable as text.
+pub(crate) fn text_version(front: &Front, target: &Target, entry: &Entry, number: u64) -> Result<VersionRecord> {
     let version = front
         .store
         .version(target.space.id, entry.node, number)?
@@ -219,9 +227,7 @@ pub(crate) fn text_of(front: &Front, target: &Target, entry: &Entry, number: u64
         .with("size", version.size)
         .with("limit", limit));
     }
-    let bytes = front.store.content(version.hash)?;
-    let text = String::from_utf8(bytes).map_err(|_| Error::internal("text content is not UTF-8"))?;
-    Ok((version, text))
+    Ok(version)
 }
 
 /// Records that the caller's session (if any) has seen `version` of `node`.

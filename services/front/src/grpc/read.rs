@@ -2,10 +2,11 @@
 
 use agentvfs_proto::v1 as pb;
 
-use super::{Front, convert, text_of, upsert_session};
+use super::{Front, Target, convert, text_version, upsert_session};
 use crate::auth::{Caller, Need};
 use crate::error::{Error, Reason, Result};
 use crate::path::SpacePath;
+use crate::store::{Entry, VersionRecord};
 use crate::text::{self, SliceError, SliceRequest};
 
 /// `Read` defaults and bounds (UTF-16 units and lines).
@@ -16,8 +17,28 @@ const DEFAULT_LINES: u64 = 200;
 const MAX_READS: usize = 10;
 const READ_MANY_BUDGET: u64 = 262_144;
 
+/// Files up to this size are read on the async runtime: their content is
+/// one cached chunk, so the read costs microseconds, less than handing it to
+/// the blocking pool. Larger files are read on the blocking pool.
+pub(super) const INLINE_BYTES: u64 = super::super::store::content::CHUNK_SIZE as u64;
+
+/// A read resolved to one text version, its content not fetched yet.
+#[derive(Debug)]
+pub(super) struct Located {
+    target: Target,
+    entry: Entry,
+    number: u64,
+    pub(super) version: VersionRecord,
+    request: SliceRequest,
+}
+
 /// One read, with at most `budget` UTF-16 units of output.
 pub(super) fn read(front: &Front, caller: &Caller, req: &pb::ReadRequest, budget: u64) -> Result<pb::ReadResponse> {
+    finish(front, caller, locate(front, caller, req, budget)?)
+}
+
+/// Validates a read and finds the version it reads (metadata only).
+pub(super) fn locate(front: &Front, caller: &Caller, req: &pb::ReadRequest, budget: u64) -> Result<Located> {
     let max_chars = match req.max_chars {
         0 => DEFAULT_MAX_CHARS,
         n if (2..=MAX_MAX_CHARS).contains(&n) => n,
@@ -50,8 +71,28 @@ pub(super) fn read(front: &Front, caller: &Caller, req: &pb::ReadRequest, budget
             .with("currentVersion", entry.version));
         }
     };
-    let (version, content) = text_of(front, &target, &entry, number)?;
-    let slice = text::slice(&content, request).map_err(|e| slice_error(e, &target.path))?;
+    let version = text_version(front, &target, &entry, number)?;
+    Ok(Located {
+        target,
+        entry,
+        number,
+        version,
+        request,
+    })
+}
+
+/// Fetches the content of a located read and takes the slice.
+pub(super) fn finish(front: &Front, caller: &Caller, located: Located) -> Result<pb::ReadResponse> {
+    let Located {
+        target,
+        entry,
+        number,
+        version,
+        request,
+    } = located;
+    let bytes = front.store.content(version.hash)?;
+    let content = std::str::from_utf8(&bytes).map_err(|_| Error::internal("text content is not UTF-8"))?;
+    let slice = text::slice(content, request).map_err(|e| slice_error(e, &target.path))?;
     upsert_session(front, caller, entry.node, number);
     Ok(pb::ReadResponse {
         content: slice.content,

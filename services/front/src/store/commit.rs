@@ -18,6 +18,7 @@ use super::{Store, content, keys};
 use crate::error::{Error, Reason, Result};
 use crate::ids::NodeId;
 use crate::path::SpacePath;
+use crate::system_files::Function;
 
 /// A planned mutation of one space; see the module docs.
 #[derive(Debug)]
@@ -33,6 +34,8 @@ pub(crate) struct Commit {
     pub changes: Vec<Change>,
     /// The commit creates the space (and claims its name).
     pub creating: bool,
+    /// A new list of registered functions, when it changes.
+    pub functions: Option<Vec<Function>>,
 }
 
 #[derive(Debug)]
@@ -56,6 +59,7 @@ impl Commit {
             versions: Vec::new(),
             changes: Vec::new(),
             creating: false,
+            functions: None,
         }
     }
 
@@ -246,6 +250,7 @@ impl Store {
                 )
             })
             .collect();
+        let functions_value = commit.functions.as_ref().map(encode);
         let revlog_value = encode(&RevisionRecord {
             time_ms: commit.time_ms,
             principal: commit.principal.clone(),
@@ -302,6 +307,9 @@ impl Store {
                     let key = keys::version(commit.space.id, version.node, version.number);
                     versions.insert(key, encode(&version.record))?;
                     content::add_ref(content, version.record.hash, &version.bytes)?;
+                }
+                if let Some(functions) = &functions_value {
+                    spaces.insert(keys::functions(commit.space.id), functions.as_slice())?;
                 }
                 revlog.insert(
                     keys::revlog(commit.space.id, commit.revision()),

@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
-use super::Store;
 use super::commit::Commit;
-use super::records::{Hash, VersionRecord};
+use super::records::{Hash, VersionRecord, decode};
+use super::{Store, keys};
 use crate::error::{Error, Reason, Result};
 use crate::ids::SpaceId;
 use crate::path::SpacePath;
@@ -26,6 +26,14 @@ pub struct Generated {
 }
 
 impl Store {
+    /// The functions registered in a space, by name.
+    pub fn functions(&self, space: SpaceId) -> Result<Vec<Function>> {
+        match self.trees().spaces.get(keys::functions(space))? {
+            Some(raw) => decode(&raw),
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// Adds or updates functions, writes their files and `/AGENT.md`.
     pub fn register_functions(&self, space: SpaceId, functions: Vec<Function>, principal: &str) -> Result<Generated> {
         let _guard = self.lock_space(space);
@@ -33,20 +41,23 @@ impl Store {
             .space(space)?
             .ok_or_else(|| Error::space_not_found(&space.to_string()))?;
         let mut commit = Commit::new(record.clone(), principal);
+        let before = self.functions(space)?;
+        let mut registry = before.clone();
         for function in functions {
-            match commit.space.functions.iter_mut().find(|f| f.name == function.name) {
+            match registry.iter_mut().find(|f| f.name == function.name) {
                 Some(existing) => *existing = function,
-                None => commit.space.functions.push(function),
+                None => registry.push(function),
             }
         }
-        commit.space.functions.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut files: Vec<(String, String)> = commit
-            .space
-            .functions
+        registry.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut files: Vec<(String, String)> = registry
             .iter()
             .map(|f| (system_files::function_path(&f.name), system_files::function_md(f)))
             .collect();
-        files.push((AGENT_MD.to_owned(), agent_md(&commit)));
+        files.push((AGENT_MD.to_owned(), agent_md(&commit.space.name, &registry)));
+        if registry != before {
+            commit.functions = Some(registry);
+        }
         self.generate(commit, &record, files, false)
     }
 
@@ -57,11 +68,11 @@ impl Store {
             .space(space)?
             .ok_or_else(|| Error::space_not_found(&space.to_string()))?;
         let commit = Commit::new(record.clone(), principal);
+        let registry = self.functions(space)?;
         let content = if path.as_str() == AGENT_MD {
-            agent_md(&commit)
+            agent_md(&record.name, &registry)
         } else {
-            let function = record
-                .functions
+            let function = registry
                 .iter()
                 .find(|f| system_files::function_path(&f.name) == path.as_str());
             match function {
@@ -125,7 +136,7 @@ impl Store {
             out.version = entry.version;
             out.written.push(path.to_string());
         }
-        if out.written.is_empty() && commit.space.functions == before.functions {
+        if out.written.is_empty() && commit.functions.is_none() {
             return Ok(out);
         }
         commit.check_quota(before)?;
@@ -135,12 +146,10 @@ impl Store {
     }
 }
 
-fn agent_md(commit: &Commit) -> String {
-    let functions: Vec<(String, String)> = commit
-        .space
-        .functions
+fn agent_md(space_name: &str, registry: &[Function]) -> String {
+    let functions: Vec<(String, String)> = registry
         .iter()
         .map(|f| (f.name.clone(), f.description.clone()))
         .collect();
-    system_files::agent_md(&commit.space.name, &functions)
+    system_files::agent_md(space_name, &functions)
 }

@@ -7,6 +7,7 @@
 //! | `spaces` | `s` space | `SpaceRecord` |
 //! | `spaces` | `n` name | space |
 //! | `spaces` | `d` space | deleted, purge pending |
+//! | `spaces` | `f` space | registered functions (`Vec<Function>`) |
 //! | `current` | space path | `Entry` (latest state) |
 //! | `history` | space path `00` revision | `Option<Entry>` (None = gone) |
 //! | `nodes` | node | `NodeRecord` |
@@ -27,6 +28,10 @@ pub fn space(id: SpaceId) -> Vec<u8> {
 
 pub fn space_name(name: &str) -> Vec<u8> {
     tagged(b'n', name.as_bytes())
+}
+
+pub fn functions(id: SpaceId) -> Vec<u8> {
+    tagged(b'f', &id.to_bytes())
 }
 
 pub fn deleted_space(id: SpaceId) -> Vec<u8> {

@@ -69,8 +69,6 @@ pub struct SpaceRecord {
     pub access: Vec<(String, Role)>,
     /// Revisions below this were compacted away.
     pub compacted_revision: u64,
-    /// Functions registered by the host application, by name.
-    pub functions: Vec<crate::system_files::Function>,
 }
 
 impl SpaceRecord {

@@ -79,7 +79,6 @@ impl Store {
             usage: Usage::default(),
             access: vec![(new.owner.clone(), Role::Owner)],
             compacted_revision: 0,
-            functions: Vec::new(),
         };
         let _guard = self.lock_space(space.id);
         let mut commit = Commit::new(space.clone(), &new.owner);
@@ -180,6 +179,7 @@ impl Store {
                 tree.remove(key?)?;
             }
         }
+        t.spaces.remove(keys::functions(id))?;
         t.spaces.remove(keys::deleted_space(id))?;
         Ok(())
     }

@@ -1,0 +1,32 @@
+//! `agentvfs-worker`: runs grep jobs for the front (and, later, keeps the
+//! full-text index behind `Search`).
+//!
+//! The worker owns no data. The front resolves which files a grep page
+//! covers and sends their hashes; the worker fetches content it lacks from
+//! the front by hash into a bounded cache (content is immutable, so the
+//! cache never goes stale) and scans it with ripgrep's `grep-searcher` on
+//! every core.
+//!
+//! ```
+//! use agentvfs_worker::scan::{Mode, Options, Query, scan};
+//!
+//! let options = Options {
+//!     fixed_strings: false,
+//!     case_insensitive: true,
+//!     multiline: false,
+//!     mode: Mode::Content,
+//!     before_context: 0,
+//!     after_context: 0,
+//! };
+//! let query = Query::new("todo", options).unwrap();
+//! let found = scan(&query, &mut query.searcher(), b"fn a() {}\n// TODO: b\n", 0, 10);
+//! assert_eq!(found.hits[0].line.number, 2);
+//! ```
+
+pub mod cache;
+pub mod config;
+pub mod fetch;
+pub mod grpc;
+pub mod job;
+pub mod scan;
+pub mod server;

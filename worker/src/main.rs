@@ -1,0 +1,68 @@
+//! `agentvfs-worker`: validates configuration, binds, prints
+//! `listening on <ADDR>` and serves grep jobs until SIGTERM or Ctrl-C.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use agentvfs_worker::config::Options;
+use agentvfs_worker::server;
+use clap::Parser as _;
+
+fn main() -> ExitCode {
+    let config = match Options::parse().resolve() {
+        Ok(config) => config,
+        Err(error) => return fail(2, &error),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTVFS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if config.json_logs {
+        logs.json().init()
+    } else {
+        logs.init()
+    }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(1, &format!("cannot start the runtime: {error}")),
+    };
+    runtime.block_on(async move {
+        let listener = match tokio::net::TcpListener::bind(config.listen).await {
+            Ok(listener) => listener,
+            Err(error) => return fail(1, &format!("cannot listen on {}: {error}", config.listen)),
+        };
+        let address = listener
+            .local_addr()
+            .map_or_else(|_| config.listen.to_string(), |a| a.to_string());
+        println!("listening on {address}");
+        let _ = std::io::stdout().flush();
+        match server::serve(&config, listener, shutdown_signal()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => fail(1, &error),
+        }
+    })
+}
+
+fn fail(code: u8, error: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("agentvfs-worker: {error}");
+    ExitCode::from(code)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

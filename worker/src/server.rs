@@ -1,0 +1,81 @@
+//! Serving the worker: `serve(config, listener, shutdown)`.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use agentvfs_proto::v1::worker_server::WorkerServer;
+use tokio::net::TcpListener;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Endpoint, Server};
+
+use crate::cache::ContentCache;
+use crate::config::Config;
+use crate::fetch::Fetcher;
+use crate::grpc::WorkerService;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("server reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("index directory {path}: {source}")]
+    IndexDir { path: String, source: std::io::Error },
+}
+
+/// Serves until `shutdown` resolves, then drains within `config.drain`.
+pub async fn serve(
+    config: &Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    std::fs::create_dir_all(&config.index_dir).map_err(|source| ServeError::IndexDir {
+        path: config.index_dir.display().to_string(),
+        source,
+    })?;
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_not_serving::<WorkerServer<WorkerService>>().await;
+
+    // Connects on first use, so the worker starts whether or not the front is up.
+    let front = Endpoint::from_shared(config.front.clone())?
+        .tcp_nodelay(true)
+        .connect_lazy();
+    let fetcher = Fetcher::new(
+        front,
+        Arc::new(ContentCache::new(config.cache_bytes)),
+        config.token.clone(),
+    );
+    let worker = WorkerServer::new(WorkerService::new(fetcher))
+        .max_decoding_message_size(16 << 20)
+        .max_encoding_message_size(16 << 20);
+    let reflection = |builder: tonic_reflection::server::Builder<'static>| {
+        builder
+            .register_encoded_file_descriptor_set(agentvfs_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1 = reflection(tonic_reflection::server::Builder::configure()).build_v1()?;
+    let reflection_v1alpha = reflection(tonic_reflection::server::Builder::configure()).build_v1alpha()?;
+    health.set_serving::<WorkerServer<WorkerService>>().await;
+
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = Server::builder()
+        .trace_fn(|request| tracing::info_span!("rpc", method = %request.uri().path()))
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(worker)
+        .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), async {
+            let _ = stopped.await;
+        });
+    let server = tokio::spawn(server);
+    shutdown.await;
+    tracing::info!("shutting down: draining in-flight jobs");
+    health.set_not_serving::<WorkerServer<WorkerService>>().await;
+    let _ = stop.send(());
+    match tokio::time::timeout(config.drain, server).await {
+        Ok(Ok(result)) => result?,
+        Ok(Err(join)) => tracing::error!(error = %join, "server task failed"),
+        Err(_) => tracing::warn!(deadline = ?config.drain, "drain deadline passed"),
+    }
+    Ok(())
+}

@@ -26,10 +26,7 @@ struct Inner {
 impl ContentCache {
     pub fn new(capacity_bytes: usize) -> Self {
         Self {
-            inner: Mutex::new(Inner {
-                entries: LruCache::unbounded(),
-                bytes: 0,
-            }),
+            inner: Mutex::new(Inner { entries: LruCache::unbounded(), bytes: 0 }),
             capacity: capacity_bytes,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -63,11 +60,7 @@ impl ContentCache {
 
     /// (hits, misses, bytes held).
     pub fn stats(&self) -> (u64, u64, usize) {
-        (
-            self.hits.load(Ordering::Relaxed),
-            self.misses.load(Ordering::Relaxed),
-            self.lock().bytes,
-        )
+        (self.hits.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed), self.lock().bytes)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

@@ -9,11 +9,7 @@ use clap::Parser;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Default, Parser, Deserialize)]
-#[command(
-    name = "agentvfs-worker",
-    version,
-    about = "The agentvfs worker: grep scans and the search index."
-)]
+#[command(name = "agentvfs-worker", version, about = "The agentvfs worker: grep scans and the search index.")]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Options {
     /// TOML file with any of these settings (flags and environment win).
@@ -65,30 +61,17 @@ impl Options {
             }
             None => Options::default(),
         };
-        let front = self
-            .front
-            .or(file.front)
-            .unwrap_or_else(|| "127.0.0.1:50051".to_owned());
-        let front = if front.contains("://") {
-            front
-        } else {
-            format!("http://{front}")
-        };
+        let front = self.front.or(file.front).unwrap_or_else(|| "127.0.0.1:50051".to_owned());
+        let front = if front.contains("://") { front } else { format!("http://{front}") };
         let json_logs = match self.log_format.or(file.log_format).as_deref() {
             None | Some("plain") => false,
             Some("json") => true,
             Some(other) => return Err(format!("--log-format must be plain or json, not {other:?}")),
         };
         let config = Config {
-            listen: self
-                .listen
-                .or(file.listen)
-                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50052))),
+            listen: self.listen.or(file.listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50052))),
             front,
-            index_dir: self
-                .index_dir
-                .or(file.index_dir)
-                .unwrap_or_else(|| PathBuf::from("./data/index")),
+            index_dir: self.index_dir.or(file.index_dir).unwrap_or_else(|| PathBuf::from("./data/index")),
             cache_bytes: self.cache_bytes.or(file.cache_bytes).unwrap_or(512 << 20),
             token: self.token.or(file.token),
             drain: Duration::from_secs(self.drain_seconds.or(file.drain_seconds).unwrap_or(20)),

@@ -62,13 +62,8 @@ impl Fetcher {
         {
             request.metadata_mut().insert("authorization", value);
         }
-        let mut stream = self
-            .client
-            .clone()
-            .get_content(request)
-            .await
-            .map_err(|s| s.message().to_owned())?
-            .into_inner();
+        let mut stream =
+            self.client.clone().get_content(request).await.map_err(|s| s.message().to_owned())?.into_inner();
         let mut bytes = Vec::new();
         while let Some(chunk) = stream.message().await.map_err(|s| s.message().to_owned())? {
             if bytes.len() + chunk.data.len() > MAX_CONTENT_BYTES {

@@ -32,11 +32,7 @@ impl Worker for WorkerService {
             Ok(pb::GrepOutputMode::Content) => Mode::Content,
             Ok(pb::GrepOutputMode::Count) => Mode::Count,
             Err(_) => {
-                return Err(status(
-                    Code::InvalidArgument,
-                    "INVALID_ARGUMENT",
-                    "Unknown output mode.",
-                ));
+                return Err(status(Code::InvalidArgument, "INVALID_ARGUMENT", "Unknown output mode."));
             }
         };
         let options = Options {
@@ -62,11 +58,12 @@ impl Worker for WorkerService {
                 usize::try_from(job.max_entries).unwrap_or(usize::MAX)
             },
             skip_entries: job.skip_entries,
+            max_output_bytes: match job.max_output_bytes {
+                0 => usize::MAX,
+                n => usize::try_from(n).unwrap_or(usize::MAX),
+            },
         };
-        let contents = self
-            .fetcher
-            .fetch_all(job.files.iter().map(|f| f.hash.clone()).collect())
-            .await;
+        let contents = self.fetcher.fetch_all(job.files.iter().map(|f| f.hash.clone()).collect()).await;
         let files: Vec<JobFile> = contents.into_iter().map(|content| JobFile { content }).collect();
         let result = tokio::task::spawn_blocking(move || job::run(&query, &files, bounds))
             .await
@@ -82,11 +79,9 @@ fn to_proto(files: &[pb::GrepFileRef], result: job::JobResult) -> pb::GrepJobRes
             .into_iter()
             .map(|entry| match entry {
                 JobEntry::Hit { file, hit } => hit_entry(file, hit),
-                JobEntry::File { file, count } => pb::GrepJobEntry {
-                    file_index: index(file),
-                    count,
-                    ..Default::default()
-                },
+                JobEntry::File { file, count } => {
+                    pb::GrepJobEntry { file_index: index(file), count, ..Default::default() }
+                }
             })
             .collect(),
         skipped: result
@@ -106,14 +101,7 @@ fn to_proto(files: &[pb::GrepFileRef], result: job::JobResult) -> pb::GrepJobRes
 
 fn hit_entry(file: usize, hit: Hit) -> pb::GrepJobEntry {
     let context = |lines: Vec<Line>| {
-        lines
-            .into_iter()
-            .map(|l| pb::ContextLine {
-                line_number: l.number,
-                text: l.text,
-                clipped: l.clipped,
-            })
-            .collect()
+        lines.into_iter().map(|l| pb::ContextLine { line_number: l.number, text: l.text, clipped: l.clipped }).collect()
     };
     pb::GrepJobEntry {
         file_index: index(file),
@@ -121,11 +109,7 @@ fn hit_entry(file: usize, hit: Hit) -> pb::GrepJobEntry {
         column: hit.column,
         line: hit.line.text,
         clipped: hit.line.clipped,
-        submatches: hit
-            .submatches
-            .into_iter()
-            .map(|(start, end)| pb::Range { start, end })
-            .collect(),
+        submatches: hit.submatches.into_iter().map(|(start, end)| pb::Range { start, end }).collect(),
         before: context(hit.before),
         after: context(hit.after),
         count: 0,
@@ -141,10 +125,7 @@ pub fn status(code: Code, reason: &str, message: &str) -> Status {
     let retryable = matches!(code, Code::Unavailable | Code::ResourceExhausted);
     let metadata = HashMap::from([
         ("retryable".to_owned(), retryable.to_string()),
-        (
-            "nextAction".to_owned(),
-            "Fix the request as the message says, then retry.".to_owned(),
-        ),
+        ("nextAction".to_owned(), "Fix the request as the message says, then retry.".to_owned()),
     ]);
     Status::with_error_details(
         code,

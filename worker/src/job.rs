@@ -40,22 +40,19 @@ pub struct Bounds {
     pub max_entries: usize,
     /// Entries to pass over first.
     pub skip_entries: u64,
+    /// Stop once returned text reaches this many bytes (`usize::MAX`: never).
+    pub max_output_bytes: usize,
 }
 
 /// Scans `files` in parallel and merges their results in order.
 pub fn run(query: &Query, files: &[JobFile], bounds: Bounds) -> JobResult {
-    let per_file_limit = usize::try_from(bounds.skip_entries)
-        .unwrap_or(usize::MAX)
-        .saturating_add(bounds.max_entries);
+    let per_file_limit = usize::try_from(bounds.skip_entries).unwrap_or(usize::MAX).saturating_add(bounds.max_entries);
     let scans = scan_all(query, files, bounds.resume_after_line, per_file_limit);
     merge(query.mode(), files, scans, bounds)
 }
 
 fn scan_all(query: &Query, files: &[JobFile], resume: u64, limit: usize) -> Vec<Option<FileScan>> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(files.len())
-        .max(1);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len()).max(1);
     let next = AtomicUsize::new(0);
     let mut results: Vec<Option<FileScan>> = vec![None; files.len()];
     let chunks: Vec<Vec<(usize, FileScan)>> = std::thread::scope(|scope| {
@@ -85,11 +82,9 @@ fn scan_all(query: &Query, files: &[JobFile], resume: u64, limit: usize) -> Vec<
 }
 
 fn merge(mode: Mode, files: &[JobFile], scans: Vec<Option<FileScan>>, bounds: Bounds) -> JobResult {
-    let mut out = JobResult {
-        stopped_after_line: 0,
-        ..JobResult::default()
-    };
+    let mut out = JobResult { stopped_after_line: 0, ..JobResult::default() };
     let mut skip = bounds.skip_entries;
+    let mut output_bytes = 0usize;
     for (i, (file, scanned)) in files.iter().zip(scans).enumerate() {
         let scanned = match (&file.content, scanned) {
             (Err(reason), _) => {
@@ -112,7 +107,7 @@ fn merge(mode: Mode, files: &[JobFile], scans: Vec<Option<FileScan>>, bounds: Bo
         match mode {
             Mode::Content => {
                 for hit in scanned.hits {
-                    if out.entries.len() >= bounds.max_entries {
+                    if out.entries.len() >= bounds.max_entries || output_bytes >= bounds.max_output_bytes {
                         out.files_done = i;
                         out.stopped_after_line = last_line;
                         return out;
@@ -122,6 +117,7 @@ fn merge(mode: Mode, files: &[JobFile], scans: Vec<Option<FileScan>>, bounds: Bo
                         skip -= 1;
                         out.entries_skipped += 1;
                     } else {
+                        output_bytes += hit_bytes(&hit);
                         out.entries.push(JobEntry::Hit { file: i, hit });
                     }
                 }
@@ -142,10 +138,7 @@ fn merge(mode: Mode, files: &[JobFile], scans: Vec<Option<FileScan>>, bounds: Bo
                     skip -= 1;
                     out.entries_skipped += 1;
                 } else {
-                    out.entries.push(JobEntry::File {
-                        file: i,
-                        count: scanned.count,
-                    });
+                    out.entries.push(JobEntry::File { file: i, count: scanned.count });
                 }
             }
             Mode::FilesWithMatches | Mode::Count => {}
@@ -153,6 +146,12 @@ fn merge(mode: Mode, files: &[JobFile], scans: Vec<Option<FileScan>>, bounds: Bo
         out.files_done = i + 1;
     }
     out
+}
+
+/// Text bytes a hit adds to a response.
+fn hit_bytes(hit: &Hit) -> usize {
+    let context: usize = hit.before.iter().chain(&hit.after).map(|l| l.text.len() + 16).sum();
+    hit.line.text.len() + 32 + 16 * hit.submatches.len() + context
 }
 
 #[cfg(test)]
@@ -173,12 +172,7 @@ mod tests {
     }
 
     fn files(contents: &[&str]) -> Vec<JobFile> {
-        contents
-            .iter()
-            .map(|c| JobFile {
-                content: Ok(Arc::from(c.as_bytes())),
-            })
-            .collect()
+        contents.iter().map(|c| JobFile { content: Ok(Arc::from(c.as_bytes())) }).collect()
     }
 
     fn lines(result: &JobResult) -> Vec<(usize, u64)> {
@@ -196,22 +190,11 @@ mod tests {
     fn pages_stop_inside_a_file_and_resume_after_the_last_line() {
         let q = query("x", Mode::Content);
         let all = files(&["x\nx\ny\nx\n", "x\n"]);
-        let bounds = Bounds {
-            resume_after_line: 0,
-            max_entries: 2,
-            skip_entries: 0,
-        };
+        let bounds = Bounds { resume_after_line: 0, max_entries: 2, skip_entries: 0, max_output_bytes: usize::MAX };
         let first = run(&q, &all, bounds);
         assert_eq!(lines(&first), [(0, 1), (0, 2)]);
         assert_eq!((first.files_done, first.stopped_after_line), (0, 2));
-        let second = run(
-            &q,
-            &all,
-            Bounds {
-                resume_after_line: 2,
-                ..bounds
-            },
-        );
+        let second = run(&q, &all, Bounds { resume_after_line: 2, ..bounds });
         assert_eq!(lines(&second), [(0, 4), (1, 1)]);
         assert_eq!(second.files_done, 2);
     }
@@ -223,11 +206,7 @@ mod tests {
         let result = run(
             &q,
             &all,
-            Bounds {
-                resume_after_line: 0,
-                max_entries: 1,
-                skip_entries: 1,
-            },
+            Bounds { resume_after_line: 0, max_entries: 1, skip_entries: 1, max_output_bytes: usize::MAX },
         );
         assert_eq!(lines(&result), [(2, 1)]);
         assert_eq!((result.entries_skipped, result.files_done), (1, 3));
@@ -237,20 +216,11 @@ mod tests {
     fn unreadable_files_are_reported_not_dropped() {
         let q = query("x", Mode::Count);
         let mut all = files(&["x x\nx", "x"]);
-        all.insert(
-            1,
-            JobFile {
-                content: Err("unreadable".into()),
-            },
-        );
+        all.insert(1, JobFile { content: Err("unreadable".into()) });
         let result = run(
             &q,
             &all,
-            Bounds {
-                resume_after_line: 0,
-                max_entries: usize::MAX,
-                skip_entries: 0,
-            },
+            Bounds { resume_after_line: 0, max_entries: usize::MAX, skip_entries: 0, max_output_bytes: usize::MAX },
         );
         assert_eq!(lines(&result), [(0, 2), (2, 1)]);
         assert_eq!(result.skipped, [(1, "unreadable".to_owned())]);

@@ -15,9 +15,7 @@ fn main() -> ExitCode {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTVFS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if config.json_logs {
         logs.json().init()
     } else {
@@ -32,9 +30,7 @@ fn main() -> ExitCode {
             Ok(listener) => listener,
             Err(error) => return fail(1, &format!("cannot listen on {}: {error}", config.listen)),
         };
-        let address = listener
-            .local_addr()
-            .map_or_else(|_| config.listen.to_string(), |a| a.to_string());
+        let address = listener.local_addr().map_or_else(|_| config.listen.to_string(), |a| a.to_string());
         println!("listening on {address}");
         let _ = std::io::stdout().flush();
         match server::serve(&config, listener, shutdown_signal()).await {

@@ -125,13 +125,7 @@ pub struct FileScan {
 /// Scans `content`, ignoring matches on lines up to `resume_after_line`,
 /// keeping at most `limit` hits (CONTENT mode).
 pub fn scan(query: &Query, searcher: &mut Searcher, content: &[u8], resume_after_line: u64, limit: usize) -> FileScan {
-    let mut sink = Collect {
-        query,
-        resume: resume_after_line,
-        limit,
-        out: FileScan::default(),
-        before: Vec::new(),
-    };
+    let mut sink = Collect { query, resume: resume_after_line, limit, out: FileScan::default(), before: Vec::new() };
     // The sink never fails and a slice search does no I/O.
     if let Err(error) = searcher.search_slice(&query.matcher, content, &mut sink) {
         tracing::warn!(%error, "scan stopped early");
@@ -220,25 +214,15 @@ fn line(number: u64, bytes: &[u8]) -> Line {
     for (i, c) in text.char_indices() {
         units += c.len_utf16();
         if units > MAX_LINE_UNITS {
-            return Line {
-                number,
-                text: text[..i].to_owned(),
-                clipped: true,
-            };
+            return Line { number, text: text[..i].to_owned(), clipped: true };
         }
     }
-    Line {
-        number,
-        text: text.into_owned(),
-        clipped: false,
-    }
+    Line { number, text: text.into_owned(), clipped: false }
 }
 
 /// UTF-16 offset of byte offset `at` in `bytes` (lossy for invalid UTF-8).
 fn utf16_offset(bytes: &[u8], at: usize) -> u64 {
-    String::from_utf8_lossy(&bytes[..at.min(bytes.len())])
-        .encode_utf16()
-        .count() as u64
+    String::from_utf8_lossy(&bytes[..at.min(bytes.len())]).encode_utf16().count() as u64
 }
 
 #[cfg(test)]

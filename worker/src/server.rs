@@ -29,22 +29,14 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    std::fs::create_dir_all(&config.index_dir).map_err(|source| ServeError::IndexDir {
-        path: config.index_dir.display().to_string(),
-        source,
-    })?;
+    std::fs::create_dir_all(&config.index_dir)
+        .map_err(|source| ServeError::IndexDir { path: config.index_dir.display().to_string(), source })?;
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_not_serving::<WorkerServer<WorkerService>>().await;
 
     // Connects on first use, so the worker starts whether or not the front is up.
-    let front = Endpoint::from_shared(config.front.clone())?
-        .tcp_nodelay(true)
-        .connect_lazy();
-    let fetcher = Fetcher::new(
-        front,
-        Arc::new(ContentCache::new(config.cache_bytes)),
-        config.token.clone(),
-    );
+    let front = Endpoint::from_shared(config.front.clone())?.tcp_nodelay(true).connect_lazy();
+    let fetcher = Fetcher::new(front, Arc::new(ContentCache::new(config.cache_bytes)), config.token.clone());
     let worker = WorkerServer::new(WorkerService::new(fetcher))
         .max_decoding_message_size(16 << 20)
         .max_encoding_message_size(16 << 20);

@@ -52,14 +52,7 @@ impl Front {
     async fn start(durability: &str) -> Front {
         let temp = tempfile::tempdir().expect("temp dir");
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentvfs-front"))
-            .args([
-                "--dev",
-                "--listen",
-                "127.0.0.1:0",
-                "--durability",
-                durability,
-                "--data-dir",
-            ])
+            .args(["--dev", "--listen", "127.0.0.1:0", "--durability", durability, "--data-dir"])
             .arg(temp.path().join("data"))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -75,11 +68,7 @@ impl Front {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_owned();
-        let front = Front {
-            child,
-            addr,
-            _temp: temp,
-        };
+        let front = Front { child, addr, _temp: temp };
         front.wait_serving().await;
         front
     }
@@ -89,9 +78,7 @@ impl Front {
         loop {
             if let Ok(channel) = self.try_connect().await {
                 let reply = HealthClient::new(channel)
-                    .check(HealthCheckRequest {
-                        service: "agentvfs.v1.FileSystem".into(),
-                    })
+                    .check(HealthCheckRequest { service: "agentvfs.v1.FileSystem".into() })
                     .await;
                 if reply.is_ok_and(|r| r.into_inner().status == ServingStatus::Serving as i32) {
                     return;
@@ -103,10 +90,7 @@ impl Front {
     }
 
     async fn try_connect(&self) -> Result<Channel, tonic::transport::Error> {
-        Channel::from_shared(format!("http://{}", self.addr))
-            .expect("valid uri")
-            .connect()
-            .await
+        Channel::from_shared(format!("http://{}", self.addr)).expect("valid uri").connect().await
     }
 
     /// `n` independent HTTP/2 connections.
@@ -120,16 +104,9 @@ impl Front {
 
     async fn create_space(&self) {
         let channel = self.try_connect().await.expect("connect");
-        let quota = pb::Quota {
-            max_bytes: 1 << 40,
-            max_files: 100_000_000,
-        };
+        let quota = pb::Quota { max_bytes: 1 << 40, max_files: 100_000_000 };
         AdminClient::new(channel)
-            .create_space(pb::CreateSpaceRequest {
-                name: SPACE.into(),
-                quota: Some(quota),
-                ..Default::default()
-            })
+            .create_space(pb::CreateSpaceRequest { name: SPACE.into(), quota: Some(quota), ..Default::default() })
             .await
             .expect("create space");
     }
@@ -259,25 +236,15 @@ async fn bench_reads() -> (Stats, Stats) {
         body: Some(pb::write_request::Body::Content(payload(0, 0, 0))),
         ..Default::default()
     };
-    FileSystemClient::new(channels[0].clone())
-        .write(setup)
-        .await
-        .expect("write the file to read");
+    FileSystemClient::new(channels[0].clone()).write(setup).await.expect("write the file to read");
 
     let noop = drive(&channels, READ_CONCURRENCY, |channel, _, _| async move {
-        HealthClient::new(channel)
-            .check(HealthCheckRequest { service: String::new() })
-            .await
-            .map(drop)
+        HealthClient::new(channel).check(HealthCheckRequest { service: String::new() }).await.map(drop)
     })
     .await;
     print_row("health (no-op)", READ_CONCURRENCY, &noop);
     let read = drive(&channels, READ_CONCURRENCY, |channel, _, _| async move {
-        let request = pb::ReadRequest {
-            space: SPACE.into(),
-            path: "/read/small.txt".into(),
-            ..Default::default()
-        };
+        let request = pb::ReadRequest { space: SPACE.into(), path: "/read/small.txt".into(), ..Default::default() };
         let reply = FileSystemClient::new(channel).read(request).await?.into_inner();
         assert_eq!(reply.content.len(), 200, "read returned the wrong content");
         Ok(())
@@ -289,20 +256,11 @@ async fn bench_reads() -> (Stats, Stats) {
 }
 
 fn print_header() {
-    println!(
-        "{:<16} {:>4} {:>8} {:>11} {:>9} {:>9}",
-        "measurement", "c", "calls", "calls/s", "p50 ms", "p99 ms"
-    );
+    println!("{:<16} {:>4} {:>8} {:>11} {:>9} {:>9}", "measurement", "c", "calls", "calls/s", "p50 ms", "p99 ms");
 }
 
 fn print_row(name: &str, concurrency: usize, s: &Stats) {
-    println!(
-        "{name:<16} {concurrency:>4} {:>8} {:>11.0} {:>9.2} {:>9.2}",
-        s.calls,
-        s.rate(),
-        s.p50_ms,
-        s.p99_ms
-    );
+    println!("{name:<16} {concurrency:>4} {:>8} {:>11.0} {:>9.2} {:>9.2}", s.calls, s.rate(), s.p50_ms, s.p99_ms);
 }
 
 fn verdict(name: &str, ratio: f64, goal: f64) -> String {
@@ -329,19 +287,12 @@ fn ratio_json(ratio: f64, goal: f64, result: &str) -> String {
 /// `target/` of the build that produced the front binary.
 fn target_dir() -> PathBuf {
     let binary = Path::new(env!("CARGO_BIN_EXE_agentvfs-front"));
-    binary
-        .parent()
-        .and_then(Path::parent)
-        .map_or_else(|| PathBuf::from("target"), Path::to_path_buf)
+    binary.parent().and_then(Path::parent).map_or_else(|| PathBuf::from("target"), Path::to_path_buf)
 }
 
 #[tokio::main]
 async fn main() {
-    println!(
-        "durable writes, ~200-byte files, {}s per level after {}ms warm-up",
-        WINDOW.as_secs(),
-        WARMUP.as_millis()
-    );
+    println!("durable writes, ~200-byte files, {}s per level after {}ms warm-up", WINDOW.as_secs(), WARMUP.as_millis());
     print_header();
     let mut writes = Vec::new();
     for mode in MODES {
@@ -370,10 +321,7 @@ async fn main() {
 
     let mut json = String::from("{\n  \"writes\": {\n");
     for (i, (mode, levels)) in writes.iter().enumerate() {
-        let rows: Vec<String> = levels
-            .iter()
-            .map(|(c, s)| format!("\"{c}\": {}", stats_json(s)))
-            .collect();
+        let rows: Vec<String> = levels.iter().map(|(c, s)| format!("\"{c}\": {}", stats_json(s))).collect();
         let comma = if i + 1 < writes.len() { "," } else { "" };
         let _ = writeln!(json, "    \"{mode}\": {{{}}}{comma}", rows.join(", "));
     }
@@ -381,16 +329,8 @@ async fn main() {
     let _ = writeln!(json, "  \"read_c64\": {},", stats_json(&read));
     let _ = writeln!(json, "  \"noop_c64\": {},", stats_json(&noop));
     let _ = writeln!(json, "  \"ratios\": {{");
-    let _ = writeln!(
-        json,
-        "    \"group_vs_per_write_c64\": {},",
-        ratio_json(group_vs_per_write, 5.0, &r1)
-    );
-    let _ = writeln!(
-        json,
-        "    \"group_vs_off_c64\": {},",
-        ratio_json(group_vs_off, 0.5, &r2)
-    );
+    let _ = writeln!(json, "    \"group_vs_per_write_c64\": {},", ratio_json(group_vs_per_write, 5.0, &r1));
+    let _ = writeln!(json, "    \"group_vs_off_c64\": {},", ratio_json(group_vs_off, 0.5, &r2));
     let _ = writeln!(json, "    \"read_vs_noop_c64\": {}", ratio_json(read_vs_noop, 0.7, &r3));
     let _ = writeln!(json, "  }}\n}}");
     let path = target_dir().join("bench-rpc.json");

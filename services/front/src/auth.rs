@@ -75,10 +75,7 @@ const MAX_HEADER_CHARS: usize = 256;
 
 impl Authenticator {
     pub fn dev() -> Self {
-        Self {
-            dev: true,
-            tokens: HashMap::new(),
-        }
+        Self { dev: true, tokens: HashMap::new() }
     }
 
     /// Loads a tokens file.
@@ -95,10 +92,7 @@ impl Authenticator {
                     path.display()
                 ));
             }
-            let identity = Identity {
-                principal: entry.principal,
-                admin: entry.admin,
-            };
+            let identity = Identity { principal: entry.principal, admin: entry.admin };
             tokens.insert(*blake3::hash(entry.token.as_bytes()).as_bytes(), identity);
         }
         Ok(Self { dev, tokens })
@@ -108,9 +102,8 @@ impl Authenticator {
     pub fn authenticate(&self, metadata: &MetadataMap) -> Result<Caller> {
         let identity = match metadata.get("authorization") {
             Some(value) => {
-                let value = value
-                    .to_str()
-                    .map_err(|_| unauthenticated("The authorization header is not valid text."))?;
+                let value =
+                    value.to_str().map_err(|_| unauthenticated("The authorization header is not valid text."))?;
                 let token = value
                     .strip_prefix("Bearer ")
                     .or_else(|| value.strip_prefix("bearer "))
@@ -145,27 +138,20 @@ impl Authenticator {
 }
 
 fn dev_identity() -> Identity {
-    Identity {
-        principal: DEV_PRINCIPAL.to_owned(),
-        admin: true,
-    }
+    Identity { principal: DEV_PRINCIPAL.to_owned(), admin: true }
 }
 
 fn header(metadata: &MetadataMap, name: &str) -> Result<Option<String>> {
     let Some(value) = metadata.get(name) else {
         return Ok(None);
     };
-    let value = value
-        .to_str()
-        .ok()
-        .filter(|v| v.len() <= MAX_HEADER_CHARS)
-        .ok_or_else(|| {
-            Error::new(
-                Reason::InvalidArgument,
-                format!("{name} must be printable ASCII of at most {MAX_HEADER_CHARS} characters."),
-            )
-            .field(name)
-        })?;
+    let value = value.to_str().ok().filter(|v| v.len() <= MAX_HEADER_CHARS).ok_or_else(|| {
+        Error::new(
+            Reason::InvalidArgument,
+            format!("{name} must be printable ASCII of at most {MAX_HEADER_CHARS} characters."),
+        )
+        .field(name)
+    })?;
     Ok((!value.is_empty()).then(|| value.to_owned()))
 }
 
@@ -176,11 +162,7 @@ fn unauthenticated(message: &str) -> Error {
 impl Caller {
     /// The caller's role in `space`, if it has one.
     pub fn role(&self, space: &SpaceRecord) -> Option<Role> {
-        if self.admin {
-            Some(Role::Owner)
-        } else {
-            space.role_of(&self.principal)
-        }
+        if self.admin { Some(Role::Owner) } else { space.role_of(&self.principal) }
     }
 
     /// Checks that the caller may do `need` in `space`. `shown` is the space

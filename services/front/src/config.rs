@@ -22,11 +22,7 @@ pub enum LogFormat {
 
 /// Every setting, each optional so that the sources can be layered.
 #[derive(Debug, Clone, Default, Parser, Deserialize)]
-#[command(
-    name = "agentvfs-front",
-    version,
-    about = "The agentvfs front: the gRPC file system for AI agents."
-)]
+#[command(name = "agentvfs-front", version, about = "The agentvfs front: the gRPC file system for AI agents.")]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Options {
     /// TOML file with any of these settings (flags and environment win).
@@ -71,6 +67,18 @@ pub struct Options {
     /// Seconds in-flight calls get to finish after SIGTERM.
     #[arg(long, env = "AGENTVFS_DRAIN_SECONDS")]
     pub drain_seconds: Option<u64>,
+    /// Grep jobs running at once across all workers.
+    #[arg(long, env = "AGENTVFS_GREP_CONCURRENCY")]
+    pub grep_concurrency: Option<usize>,
+    /// Grep jobs that may wait for a slot before calls fail with OVERLOADED.
+    #[arg(long, env = "AGENTVFS_GREP_QUEUE")]
+    pub grep_queue: Option<usize>,
+    /// Files one grep page visits at most.
+    #[arg(long, env = "AGENTVFS_GREP_MAX_FILES")]
+    pub grep_max_files: Option<usize>,
+    /// Bytes one grep page scans at most.
+    #[arg(long, env = "AGENTVFS_GREP_MAX_BYTES")]
+    pub grep_max_bytes: Option<u64>,
     /// Read records kept for the read-before-edit rule, across sessions.
     #[arg(long, env = "AGENTVFS_SESSION_CAPACITY")]
     pub session_capacity: Option<usize>,
@@ -98,6 +106,10 @@ pub struct Config {
     pub drain: Duration,
     pub session_capacity: usize,
     pub session_idle: Duration,
+    pub grep_concurrency: usize,
+    pub grep_queue: usize,
+    pub grep_max_files: usize,
+    pub grep_max_bytes: u64,
 }
 
 /// A configuration that cannot be used; the message is printed as is.
@@ -131,6 +143,10 @@ impl Options {
             default_quota_files: self.default_quota_files.or(file.default_quota_files),
             drain_seconds: self.drain_seconds.or(file.drain_seconds),
             session_capacity: self.session_capacity.or(file.session_capacity),
+            grep_concurrency: self.grep_concurrency.or(file.grep_concurrency),
+            grep_queue: self.grep_queue.or(file.grep_queue),
+            grep_max_files: self.grep_max_files.or(file.grep_max_files),
+            grep_max_bytes: self.grep_max_bytes.or(file.grep_max_bytes),
             session_idle_seconds: self.session_idle_seconds.or(file.session_idle_seconds),
             print_config: self.print_config,
         })
@@ -142,12 +158,7 @@ impl Options {
         let config = Config {
             listen: self.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
             data_dir: self.data_dir.unwrap_or_else(|| PathBuf::from("./data")),
-            workers: self
-                .worker
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|w| !w.trim().is_empty())
-                .collect(),
+            workers: self.worker.unwrap_or_default().into_iter().filter(|w| !w.trim().is_empty()).collect(),
             dev: self.dev.unwrap_or(false),
             tokens: self.tokens,
             durability: self.durability.unwrap_or_default(),
@@ -164,6 +175,10 @@ impl Options {
             drain: Duration::from_secs(self.drain_seconds.unwrap_or(20)),
             session_capacity: self.session_capacity.unwrap_or(100_000),
             session_idle: Duration::from_secs(self.session_idle_seconds.unwrap_or(3600)),
+            grep_concurrency: self.grep_concurrency.unwrap_or(8),
+            grep_queue: self.grep_queue.unwrap_or(64),
+            grep_max_files: self.grep_max_files.unwrap_or(1_000),
+            grep_max_bytes: self.grep_max_bytes.unwrap_or(10 << 20),
         };
         config.validate()?;
         Ok(config)
@@ -183,12 +198,13 @@ impl Config {
         }
         let limits = &self.limits;
         if limits.max_text_bytes == 0 || limits.max_text_bytes > limits.max_file_bytes {
-            return Err(ConfigError(
-                "--max-text-bytes must be between 1 and --max-file-bytes".to_owned(),
-            ));
+            return Err(ConfigError("--max-text-bytes must be between 1 and --max-file-bytes".to_owned()));
         }
         if self.max_message_bytes < 64 << 10 {
             return Err(ConfigError("--max-message-bytes must be at least 65536".to_owned()));
+        }
+        if self.grep_max_files == 0 || self.grep_max_bytes == 0 {
+            return Err(ConfigError("grep page budgets must be positive".to_owned()));
         }
         if limits.default_quota.max_bytes == 0 || limits.default_quota.max_files == 0 {
             return Err(ConfigError("default quotas must be positive".to_owned()));
@@ -202,7 +218,8 @@ impl Config {
             "listen = \"{}\"\ndata-dir = \"{}\"\nworker = {:?}\ndev = {}\ntokens = {:?}\ndurability = \"{:?}\"\n\
              log-format = \"{:?}\"\nmax-text-bytes = {}\nmax-file-bytes = {}\nmax-message-bytes = {}\n\
              default-quota-bytes = {}\ndefault-quota-files = {}\ndrain-seconds = {}\n\
-             session-capacity = {}\nsession-idle-seconds = {}\n",
+             session-capacity = {}\nsession-idle-seconds = {}\ngrep-concurrency = {}\ngrep-queue = {}\n\
+             grep-max-files = {}\ngrep-max-bytes = {}\n",
             self.listen,
             self.data_dir.display(),
             self.workers,
@@ -218,6 +235,10 @@ impl Config {
             self.drain.as_secs(),
             self.session_capacity,
             self.session_idle.as_secs(),
+            self.grep_concurrency,
+            self.grep_queue,
+            self.grep_max_files,
+            self.grep_max_bytes,
         )
     }
 }
@@ -261,11 +282,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("front.toml");
         std::fs::write(&file, "dve = true\n").unwrap();
-        assert!(
-            parse(&["--config", file.to_str().unwrap()])
-                .unwrap_err()
-                .0
-                .contains("not valid")
-        );
+        assert!(parse(&["--config", file.to_str().unwrap()]).unwrap_err().0.contains("not valid"));
     }
 }

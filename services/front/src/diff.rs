@@ -25,10 +25,7 @@ pub fn unified(old: &str, new: &str, old_name: &str, new_name: &str, context: us
     let text = if added == 0 && removed == 0 {
         String::new()
     } else {
-        diff.unified_diff()
-            .context_radius(context)
-            .header(old_name, new_name)
-            .to_string()
+        diff.unified_diff().context_radius(context).header(old_name, new_name).to_string()
     };
     Unified { text, added, removed }
 }

@@ -10,21 +10,9 @@
 /// One edit, as the request gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EditOp {
-    Replace {
-        old_text: String,
-        new_text: String,
-        expected_matches: u32,
-        replace_all: bool,
-    },
-    Append {
-        text: String,
-    },
-    Lines {
-        start_line: u64,
-        end_line: u64,
-        old_text: String,
-        new_text: String,
-    },
+    Replace { old_text: String, new_text: String, expected_matches: u32, replace_all: bool },
+    Append { text: String },
+    Lines { start_line: u64, end_line: u64, old_text: String, new_text: String },
 }
 
 /// How a near-miss differs from `old_text`.
@@ -65,11 +53,7 @@ pub enum FailureKind {
     /// The match count differs from `expected_matches`.
     Ambiguous { expected: u32, count: u32, lines: Vec<u64> },
     /// A `lines` range outside the file.
-    BadRange {
-        start_line: u64,
-        end_line: u64,
-        line_count: u64,
-    },
+    BadRange { start_line: u64, end_line: u64, line_count: u64 },
     /// A `lines` edit whose `old_text` differs from the lines' current text.
     LinesMismatch { start_line: u64, end_line: u64 },
 }
@@ -83,12 +67,7 @@ pub fn apply(original: &str, edits: &[EditOp]) -> Result<(String, Vec<u32>), Edi
         let fail = |kind| EditFailure { index, kind };
         let crlf = uses_crlf(&text);
         let count = match edit {
-            EditOp::Replace {
-                old_text,
-                new_text,
-                expected_matches,
-                replace_all,
-            } => {
+            EditOp::Replace { old_text, new_text, expected_matches, replace_all } => {
                 if old_text.is_empty() {
                     return Err(fail(FailureKind::EmptyOldText));
                 }
@@ -101,20 +80,9 @@ pub fn apply(original: &str, edits: &[EditOp]) -> Result<(String, Vec<u32>), Edi
                 text.push_str(&terminators(extra, crlf));
                 1
             }
-            EditOp::Lines {
-                start_line,
-                end_line,
-                old_text,
-                new_text,
-            } => {
-                replace_lines(
-                    &mut text,
-                    *start_line,
-                    *end_line,
-                    old_text,
-                    &terminators(new_text, crlf),
-                )
-                .map_err(fail)?;
+            EditOp::Lines { start_line, end_line, old_text, new_text } => {
+                replace_lines(&mut text, *start_line, *end_line, old_text, &terminators(new_text, crlf))
+                    .map_err(fail)?;
                 1
             }
         };
@@ -165,9 +133,7 @@ fn replace(
     }
     let count = u32::try_from(starts.len()).unwrap_or(u32::MAX);
     if count == 0 {
-        return Err(FailureKind::NoMatch {
-            near_miss: near_miss(text, old_text),
-        });
+        return Err(FailureKind::NoMatch { near_miss: near_miss(text, old_text) });
     }
     if !all && count != expected {
         let lines = starts.iter().take(50).map(|&i| line_of(text, i)).collect();
@@ -193,18 +159,11 @@ fn replace_lines(text: &mut String, start: u64, end: u64, old_text: &str, new_te
         .collect();
     let line_count = bounds.len() as u64 - 1;
     if start == 0 || end < start || end > line_count {
-        return Err(FailureKind::BadRange {
-            start_line: start,
-            end_line: end,
-            line_count,
-        });
+        return Err(FailureKind::BadRange { start_line: start, end_line: end, line_count });
     }
     let (from, to) = (bounds[start as usize - 1], bounds[end as usize]);
     if &text[from..to] != old_text {
-        return Err(FailureKind::LinesMismatch {
-            start_line: start,
-            end_line: end,
-        });
+        return Err(FailureKind::LinesMismatch { start_line: start, end_line: end });
     }
     text.replace_range(from..to, new_text);
     Ok(())
@@ -221,12 +180,8 @@ fn near_miss(text: &str, old_text: &str) -> Option<(u64, Difference)> {
     type Normalize = fn(&str) -> String;
     let checks: [(Difference, Normalize); 4] = [
         (Difference::LineEndings, |s| s.replace("\r\n", "\n").replace('\r', "\n")),
-        (Difference::Indentation, |s| {
-            s.lines().map(str::trim_start).collect::<Vec<_>>().join("\n")
-        }),
-        (Difference::Whitespace, |s| {
-            s.split_whitespace().collect::<Vec<_>>().join(" ")
-        }),
+        (Difference::Indentation, |s| s.lines().map(str::trim_start).collect::<Vec<_>>().join("\n")),
+        (Difference::Whitespace, |s| s.split_whitespace().collect::<Vec<_>>().join(" ")),
         (Difference::Case, |s| s.to_lowercase()),
     ];
     let old_lines = old_text.lines().count().max(1);

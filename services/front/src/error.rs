@@ -126,10 +126,7 @@ impl Reason {
     /// Whether the same call can succeed later unchanged.
     pub fn retryable(self) -> bool {
         use Reason::*;
-        matches!(
-            self,
-            IdempotencyRequestInProgress | RateLimited | Overloaded | WorkerUnavailable | ShuttingDown
-        )
+        matches!(self, IdempotencyRequestInProgress | RateLimited | Overloaded | WorkerUnavailable | ShuttingDown)
     }
 
     fn default_next_action(self) -> &'static str {
@@ -282,10 +279,7 @@ impl Error {
         metadata.insert("retryable".to_owned(), self.reason.retryable().to_string());
         metadata.insert(
             "nextAction".to_owned(),
-            self.details
-                .next_action
-                .clone()
-                .unwrap_or_else(|| self.reason.default_next_action().to_owned()),
+            self.details.next_action.clone().unwrap_or_else(|| self.reason.default_next_action().to_owned()),
         );
         metadata
     }
@@ -294,14 +288,7 @@ impl Error {
     pub fn into_status(self) -> Status {
         let metadata = self.info_metadata();
         let Self { reason, details } = self;
-        let Details {
-            message,
-            fields,
-            precondition,
-            quota,
-            retry_after,
-            ..
-        } = *details;
+        let Details { message, fields, precondition, quota, retry_after, .. } = *details;
         if reason == Reason::Internal {
             tracing::error!(%message, "internal error");
         }
@@ -320,11 +307,8 @@ impl Error {
         if retry_after.is_some() {
             details.set_retry_info(retry_after);
         }
-        let message = if reason == Reason::Internal {
-            "The server failed to complete the request.".to_owned()
-        } else {
-            message
-        };
+        let message =
+            if reason == Reason::Internal { "The server failed to complete the request.".to_owned() } else { message };
         Status::with_error_details(reason.code(), message, details)
     }
 }
@@ -340,10 +324,7 @@ impl From<sled::Error> for Error {
         if let sled::Error::Io(io) = &error
             && is_storage_full(io)
         {
-            return Error::new(
-                Reason::StorageFull,
-                "The server's storage is full; the change was not saved.",
-            );
+            return Error::new(Reason::StorageFull, "The server's storage is full; the change was not saved.");
         }
         Error::internal(format!("store: {error}"))
     }

@@ -43,11 +43,7 @@ impl Glob {
             .empty_alternates(true)
             .build()
             .map_err(|e| GlobError::Invalid(e.kind().to_string()))?;
-        Ok(Self {
-            matcher: glob.compile_matcher(),
-            base_name_only,
-            source: pattern.to_owned(),
-        })
+        Ok(Self { matcher: glob.compile_matcher(), base_name_only, source: pattern.to_owned() })
     }
 
     /// Whether `path`, found below `root`, matches.

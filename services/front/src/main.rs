@@ -40,9 +40,7 @@ fn main() -> ExitCode {
             Ok(listener) => listener,
             Err(error) => return fail(1, &format!("cannot listen on {}: {error}", config.listen)),
         };
-        let address = listener
-            .local_addr()
-            .map_or_else(|_| config.listen.to_string(), |a| a.to_string());
+        let address = listener.local_addr().map_or_else(|_| config.listen.to_string(), |a| a.to_string());
         println!("listening on {address}");
         let _ = std::io::stdout().flush();
         match server::serve(&config, store, auth, listener, shutdown_signal()).await {
@@ -60,9 +58,7 @@ fn fail(code: u8, error: &dyn std::fmt::Display) -> ExitCode {
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTVFS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Plain => builder.init(),
         LogFormat::Json => builder.json().init(),

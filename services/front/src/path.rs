@@ -111,20 +111,12 @@ impl SpacePath {
             return None;
         }
         let cut = self.0.rfind('/').unwrap_or(0);
-        Some(if cut == 0 {
-            Self::root()
-        } else {
-            Self(self.0[..cut].to_owned())
-        })
+        Some(if cut == 0 { Self::root() } else { Self(self.0[..cut].to_owned()) })
     }
 
     /// Every proper ancestor from the top down, root excluded.
     pub fn ancestors(&self) -> Vec<SpacePath> {
-        self.0
-            .match_indices('/')
-            .skip(1)
-            .map(|(i, _)| Self(self.0[..i].to_owned()))
-            .collect()
+        self.0.match_indices('/').skip(1).map(|(i, _)| Self(self.0[..i].to_owned())).collect()
     }
 
     /// `self` followed by a relative path (itself normalized and validated).
@@ -210,16 +202,9 @@ mod tests {
         let p = SpacePath::parse("/a/b/c.md").unwrap();
         assert_eq!(p.name(), "c.md");
         assert_eq!(p.parent().unwrap().as_str(), "/a/b");
-        assert_eq!(
-            p.ancestors().iter().map(|a| a.as_str()).collect::<Vec<_>>(),
-            ["/a", "/a/b"]
-        );
+        assert_eq!(p.ancestors().iter().map(|a| a.as_str()).collect::<Vec<_>>(), ["/a", "/a/b"]);
         assert!(p.starts_with(&SpacePath::parse("/a").unwrap()));
-        assert!(
-            !SpacePath::parse("/ab")
-                .unwrap()
-                .starts_with(&SpacePath::parse("/a").unwrap())
-        );
+        assert!(!SpacePath::parse("/ab").unwrap().starts_with(&SpacePath::parse("/a").unwrap()));
         assert_eq!(p.relative_to(&SpacePath::parse("/a").unwrap()), "b/c.md");
         assert_eq!(p.relative_to(&SpacePath::root()), "a/b/c.md");
         assert_eq!(SpacePath::parse("/a").unwrap().parent(), Some(SpacePath::root()));

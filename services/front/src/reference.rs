@@ -61,9 +61,8 @@ impl Reference {
         }
         if let Some(rest) = input.strip_prefix(URI_PREFIX) {
             let (space, encoded) = rest.split_once('/').unwrap_or((rest, ""));
-            let space = space
-                .parse()
-                .map_err(|()| ReferenceError::Malformed("expected agentvfs://sp_<ULID>/<path>"))?;
+            let space =
+                space.parse().map_err(|()| ReferenceError::Malformed("expected agentvfs://sp_<ULID>/<path>"))?;
             return Ok(Reference::Uri(space, decode_uri_path(encoded)?));
         }
         if input.starts_with("agentvfs:") {
@@ -118,26 +117,14 @@ mod tests {
     fn parses_every_form() {
         let space = SpaceId::generate();
         let node = NodeId::generate();
-        assert_eq!(
-            Reference::parse(&format!("agentvfs:item:{node}")),
-            Ok(Reference::Item(node))
-        );
-        assert_eq!(
-            Reference::parse(&format!("agentvfs:space:{space}")),
-            Ok(Reference::SpaceRoot(space))
-        );
+        assert_eq!(Reference::parse(&format!("agentvfs:item:{node}")), Ok(Reference::Item(node)));
+        assert_eq!(Reference::parse(&format!("agentvfs:space:{space}")), Ok(Reference::SpaceRoot(space)));
         assert_eq!(
             Reference::parse(&format!("agentvfs://{space}/Notes/My%20Plan.md")),
             Ok(Reference::Uri(space, SpacePath::parse("/Notes/My Plan.md").unwrap()))
         );
-        assert_eq!(
-            Reference::parse("/a/b"),
-            Ok(Reference::Absolute(SpacePath::parse("/a/b").unwrap()))
-        );
-        assert_eq!(
-            Reference::parse("a/b"),
-            Ok(Reference::Relative(SpacePath::parse("/a/b").unwrap()))
-        );
+        assert_eq!(Reference::parse("/a/b"), Ok(Reference::Absolute(SpacePath::parse("/a/b").unwrap())));
+        assert_eq!(Reference::parse("a/b"), Ok(Reference::Relative(SpacePath::parse("/a/b").unwrap())));
         assert_eq!(Reference::parse(""), Ok(Reference::Absolute(SpacePath::root())));
     }
 
@@ -147,10 +134,7 @@ mod tests {
         for bad in ["a/%2e%2e/b", "%2E%2E", "a%2fb", "a%2Fb", "a%5cb", "a/../b"] {
             let result = Reference::parse(&format!("agentvfs://{space}/{bad}"));
             assert!(
-                matches!(
-                    result,
-                    Err(ReferenceError::EncodedTraversal | ReferenceError::Path(PathError::Traversal))
-                ),
+                matches!(result, Err(ReferenceError::EncodedTraversal | ReferenceError::Path(PathError::Traversal))),
                 "{bad}: {result:?}"
             );
         }
@@ -158,18 +142,9 @@ mod tests {
 
     #[test]
     fn malformed_ids_are_refused() {
-        assert!(matches!(
-            Reference::parse("agentvfs:item:nope"),
-            Err(ReferenceError::Malformed(_))
-        ));
-        assert!(matches!(
-            Reference::parse("agentvfs:other"),
-            Err(ReferenceError::Malformed(_))
-        ));
-        assert!(matches!(
-            Reference::parse("agentvfs://nope/a"),
-            Err(ReferenceError::Malformed(_))
-        ));
+        assert!(matches!(Reference::parse("agentvfs:item:nope"), Err(ReferenceError::Malformed(_))));
+        assert!(matches!(Reference::parse("agentvfs:other"), Err(ReferenceError::Malformed(_))));
+        assert!(matches!(Reference::parse("agentvfs://nope/a"), Err(ReferenceError::Malformed(_))));
     }
 
     #[test]
@@ -177,9 +152,6 @@ mod tests {
         let space = SpaceId::generate();
         let path = SpacePath::parse("/a b/ü%/c.md").unwrap();
         assert_eq!(Reference::parse(&uri(space, &path)), Ok(Reference::Uri(space, path)));
-        assert_eq!(
-            Reference::parse(&uri(space, &SpacePath::root())),
-            Ok(Reference::Uri(space, SpacePath::root()))
-        );
+        assert_eq!(Reference::parse(&uri(space, &SpacePath::root())), Ok(Reference::Uri(space, SpacePath::root())));
     }
 }

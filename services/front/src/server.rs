@@ -4,6 +4,7 @@
 use std::future::Future;
 
 use agentvfs_proto::v1::admin_server::AdminServer;
+use agentvfs_proto::v1::content_store_server::ContentStoreServer;
 use agentvfs_proto::v1::file_system_server::FileSystemServer;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
@@ -11,8 +12,10 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::auth::Authenticator;
 use crate::config::Config;
+use crate::grep::PageBudget;
 use crate::grpc::{Front, Services};
 use crate::store::Store;
+use crate::workers::Workers;
 
 /// Why serving stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +24,8 @@ pub enum ServeError {
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("transport: {0}")]
     Transport(#[from] tonic::transport::Error),
+    #[error("{0}")]
+    Config(String),
     #[error("closing the store: {0}")]
     Store(#[from] crate::error::Error),
 }
@@ -39,19 +44,21 @@ pub async fn serve(
     health.set_not_serving::<FileSystemServer<Services>>().await;
     health.set_not_serving::<AdminServer<Services>>().await;
 
-    let sessions = crate::sessions::Sessions::new(config.session_capacity, config.session_idle);
-    let services = Services::new(Front {
-        store: store.clone(),
-        auth,
-        sessions,
-    });
     let limit = config.max_message_bytes;
-    let filesystem = FileSystemServer::new(services.clone())
-        .max_decoding_message_size(limit)
-        .max_encoding_message_size(limit);
-    let admin = AdminServer::new(services)
-        .max_decoding_message_size(limit)
-        .max_encoding_message_size(limit);
+    let sessions = crate::sessions::Sessions::new(config.session_capacity, config.session_idle);
+    let workers =
+        Workers::new(&config.workers, config.grep_concurrency, config.grep_queue).map_err(ServeError::Config)?;
+    let grep_budget = PageBudget {
+        max_files: config.grep_max_files,
+        max_bytes: config.grep_max_bytes,
+        max_text_bytes: config.limits.max_text_bytes,
+        max_output_bytes: (config.max_message_bytes / 2) as u64,
+    };
+    let services = Services::new(Front { store: store.clone(), auth, sessions, workers, grep_budget });
+    let content = ContentStoreServer::new(services.content()).max_encoding_message_size(limit);
+    let filesystem =
+        FileSystemServer::new(services.clone()).max_decoding_message_size(limit).max_encoding_message_size(limit);
+    let admin = AdminServer::new(services).max_decoding_message_size(limit).max_encoding_message_size(limit);
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(agentvfs_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -75,6 +82,7 @@ pub async fn serve(
         .add_service(reflection_v1alpha)
         .add_service(filesystem)
         .add_service(admin)
+        .add_service(content)
         // Without TCP_NODELAY a small reply written in two parts waits for
         // the client's delayed ACK (~40 ms) before its final frame goes out.
         .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), async {

@@ -24,10 +24,7 @@ pub struct Sessions {
 impl Sessions {
     pub fn new(capacity: usize, idle: Duration) -> Self {
         let capacity = NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN);
-        Self {
-            reads: Mutex::new(LruCache::new(capacity)),
-            idle,
-        }
+        Self { reads: Mutex::new(LruCache::new(capacity)), idle }
     }
 
     /// Records that `session` has seen `version` of `node`.

@@ -69,25 +69,14 @@ pub fn function_path(name: &str) -> String {
 pub fn valid_function_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
 /// The generated `/functions/<name>.md`.
 pub fn function_md(function: &Function) -> String {
-    let mut out = format!(
-        "# {}\n\n{}\n\n## Parameters\n\n",
-        function.name,
-        function.description.trim()
-    );
+    let mut out = format!("# {}\n\n{}\n\n## Parameters\n\n", function.name, function.description.trim());
     let schema: serde_json::Value = serde_json::from_str(&function.parameters_json_schema).unwrap_or_default();
-    let required: Vec<&str> = schema["required"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str())
-        .collect();
+    let required: Vec<&str> = schema["required"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
     match schema["properties"].as_object() {
         Some(properties) if !properties.is_empty() => {
             out.push_str("| Name | Type | Required | Description |\n|---|---|---|---|\n");
@@ -102,11 +91,7 @@ pub fn function_md(function: &Function) -> String {
     }
     out.push_str(&format!(
         "\n## Returns\n\n{}\n",
-        if function.returns.trim().is_empty() {
-            "Nothing."
-        } else {
-            function.returns.trim()
-        }
+        if function.returns.trim().is_empty() { "Nothing." } else { function.returns.trim() }
     ));
     if !function.examples.is_empty() {
         out.push_str("\n## Examples\n");

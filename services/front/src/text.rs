@@ -152,11 +152,7 @@ pub enum SliceError {
     #[error("start line {start_line} is past the end of the file ({total_lines} lines)")]
     LinePastEnd { start_line: u64, total_lines: u64 },
     #[error("start character {start_char} is past the end of line {line} ({line_length} UTF-16 units)")]
-    CharPastEnd {
-        line: u64,
-        start_char: u64,
-        line_length: u64,
-    },
+    CharPastEnd { line: u64, start_char: u64, line_length: u64 },
     #[error("start character {start_char} falls inside a surrogate pair on line {line}")]
     InsideSurrogatePair { line: u64, start_char: u64 },
 }
@@ -182,35 +178,18 @@ pub fn slice(text: &str, request: SliceRequest) -> Result<Slice, SliceError> {
             });
         }
         let total_lines = lines_inclusive(text).count() as u64;
-        return Err(SliceError::LinePastEnd {
-            start_line: request.start_line,
-            total_lines,
-        });
+        return Err(SliceError::LinePastEnd { start_line: request.start_line, total_lines });
     };
     let Some(skip) = byte_offset_of_utf16(first, request.start_char) else {
         let line_length = utf16_len(first);
         return Err(if request.start_char > line_length {
-            SliceError::CharPastEnd {
-                line: request.start_line,
-                start_char: request.start_char,
-                line_length,
-            }
+            SliceError::CharPastEnd { line: request.start_line, start_char: request.start_char, line_length }
         } else {
-            SliceError::InsideSurrogatePair {
-                line: request.start_line,
-                start_char: request.start_char,
-            }
+            SliceError::InsideSurrogatePair { line: request.start_line, start_char: request.start_char }
         });
     };
 
-    let mut out = Slice {
-        content: String::new(),
-        first_line: 0,
-        last_line: 0,
-        truncated: false,
-        next: None,
-        chars: 0,
-    };
+    let mut out = Slice { content: String::new(), first_line: 0, last_line: 0, truncated: false, next: None, chars: 0 };
     let mut budget = request.max_chars;
     let mut taken = 0u64;
     let mut offset_in_line = request.start_char;

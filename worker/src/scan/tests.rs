@@ -105,8 +105,5 @@ fn multiline_matches_span_lines() {
     let q = Query::new("start.*?end", options).unwrap();
     let found = run(&q, "x\nstart\nmiddle\nend\ny\n", 0, 10);
     assert_eq!(found.hits.len(), 1);
-    assert_eq!(
-        (found.hits[0].line.number, found.hits[0].line.text.as_str()),
-        (2, "start\nmiddle\nend")
-    );
+    assert_eq!((found.hits[0].line.number, found.hits[0].line.text.as_str()), (2, "start\nmiddle\nend"));
 }

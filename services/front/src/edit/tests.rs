@@ -3,12 +3,7 @@ use proptest::prelude::*;
 use super::*;
 
 fn replace(old: &str, new: &str) -> EditOp {
-    EditOp::Replace {
-        old_text: old.into(),
-        new_text: new.into(),
-        expected_matches: 1,
-        replace_all: false,
-    }
+    EditOp::Replace { old_text: old.into(), new_text: new.into(), expected_matches: 1, replace_all: false }
 }
 
 #[test]
@@ -21,27 +16,10 @@ fn replaces_exactly_and_literally() {
 #[test]
 fn counts_must_match_unless_replace_all() {
     let err = apply("x\nx\ny\nx\n", &[replace("x", "z")]).unwrap_err();
-    assert_eq!(
-        err.kind,
-        FailureKind::Ambiguous {
-            expected: 1,
-            count: 3,
-            lines: vec![1, 2, 4]
-        }
-    );
-    let two = EditOp::Replace {
-        old_text: "x".into(),
-        new_text: "z".into(),
-        expected_matches: 3,
-        replace_all: false,
-    };
+    assert_eq!(err.kind, FailureKind::Ambiguous { expected: 1, count: 3, lines: vec![1, 2, 4] });
+    let two = EditOp::Replace { old_text: "x".into(), new_text: "z".into(), expected_matches: 3, replace_all: false };
     assert_eq!(apply("x\nx\ny\nx\n", &[two]).unwrap().0, "z\nz\ny\nz\n");
-    let all = EditOp::Replace {
-        old_text: "aa".into(),
-        new_text: "b".into(),
-        expected_matches: 1,
-        replace_all: true,
-    };
+    let all = EditOp::Replace { old_text: "aa".into(), new_text: "b".into(), expected_matches: 1, replace_all: true };
     assert_eq!(apply("aaaaa", &[all]).unwrap(), ("bba".to_owned(), vec![2]));
 }
 
@@ -58,30 +36,14 @@ fn crlf_files_stay_crlf() {
 #[test]
 fn lines_edits_check_the_current_text() {
     let file = "a\nb\nc";
-    let edit = |old: &str| EditOp::Lines {
-        start_line: 2,
-        end_line: 3,
-        old_text: old.into(),
-        new_text: "B\n".into(),
-    };
+    let edit = |old: &str| EditOp::Lines { start_line: 2, end_line: 3, old_text: old.into(), new_text: "B\n".into() };
     assert_eq!(apply(file, &[edit("b\nc")]).unwrap().0, "a\nB\n");
     assert_eq!(
         apply(file, &[edit("b\n")]).unwrap_err().kind,
-        FailureKind::LinesMismatch {
-            start_line: 2,
-            end_line: 3
-        }
+        FailureKind::LinesMismatch { start_line: 2, end_line: 3 }
     );
-    let far = EditOp::Lines {
-        start_line: 3,
-        end_line: 4,
-        old_text: String::new(),
-        new_text: String::new(),
-    };
-    assert!(matches!(
-        apply(file, &[far]).unwrap_err().kind,
-        FailureKind::BadRange { line_count: 3, .. }
-    ));
+    let far = EditOp::Lines { start_line: 3, end_line: 4, old_text: String::new(), new_text: String::new() };
+    assert!(matches!(apply(file, &[far]).unwrap_err().kind, FailureKind::BadRange { line_count: 3, .. }));
 }
 
 #[test]

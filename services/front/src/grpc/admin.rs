@@ -27,21 +27,16 @@ impl Admin for Services {
             return Err(Error::new(Reason::PermissionDenied, "Only administrators can create spaces.").into());
         }
         if caller.read_only {
-            return Err(Error::new(
-                Reason::PermissionDenied,
-                "The request is in read-only mode (x-agentvfs-mode).",
-            )
-            .into());
+            return Err(
+                Error::new(Reason::PermissionDenied, "The request is in read-only mode (x-agentvfs-mode).").into()
+            );
         }
         let req = request.into_inner();
         let quota = req.quota.unwrap_or_default();
         let new = NewSpace {
             name: req.name,
             owner: caller.principal.clone(),
-            quota: Quota {
-                max_bytes: quota.max_bytes,
-                max_files: quota.max_files,
-            },
+            quota: Quota { max_bytes: quota.max_bytes, max_files: quota.max_files },
         };
         let space = front.store.blocking(move |store| store.create_space(new)).await?;
         front.store.durable().await?;
@@ -52,11 +47,7 @@ impl Admin for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        let space = front
-            .store
-            .clone()
-            .blocking(move |_| front.space(&caller, &req.space, Need::Read))
-            .await?;
+        let space = front.store.clone().blocking(move |_| front.space(&caller, &req.space, Need::Read)).await?;
         Ok(Response::new(convert::space(&space)))
     }
 
@@ -91,19 +82,13 @@ impl Admin for Services {
                     spaces.push(space);
                 }
                 let next_page_token = match spaces.last() {
-                    Some(last) if more => PageToken {
-                        fingerprint: bound,
-                        revision: 0,
-                        after: last.name.clone(),
-                        position: 0,
+                    Some(last) if more => {
+                        PageToken { fingerprint: bound, revision: 0, after: last.name.clone(), position: 0, line: 0 }
+                            .encode()
                     }
-                    .encode(),
                     _ => String::new(),
                 };
-                Ok(pb::ListSpacesResponse {
-                    spaces: spaces.iter().map(convert::space).collect(),
-                    next_page_token,
-                })
+                Ok(pb::ListSpacesResponse { spaces: spaces.iter().map(convert::space).collect(), next_page_token })
             })
             .await?;
         Ok(Response::new(response))
@@ -132,9 +117,7 @@ impl Admin for Services {
             })
             .await?;
         self.front.store.durable().await?;
-        Ok(Response::new(pb::DeleteSpaceResponse {
-            space_id: deleted.id.to_string(),
-        }))
+        Ok(Response::new(pb::DeleteSpaceResponse { space_id: deleted.id.to_string() }))
     }
 
     async fn register_functions(
@@ -190,12 +173,9 @@ impl Admin for Services {
 
 fn parse_functions(functions: Vec<pb::FunctionSpec>) -> Result<Vec<Function>, Error> {
     if functions.len() > MAX_FUNCTIONS {
-        return Err(Error::new(
-            Reason::InvalidArgument,
-            format!("At most {MAX_FUNCTIONS} functions per call."),
-        )
-        .with("limit", MAX_FUNCTIONS)
-        .field("functions"));
+        return Err(Error::new(Reason::InvalidArgument, format!("At most {MAX_FUNCTIONS} functions per call."))
+            .with("limit", MAX_FUNCTIONS)
+            .field("functions"));
     }
     functions
         .into_iter()
@@ -207,11 +187,7 @@ fn parse_functions(functions: Vec<pb::FunctionSpec>) -> Result<Vec<Function>, Er
                     "Function names are 1-64 characters of letters, digits, `_`, `.` and `-`.",
                 ));
             }
-            let schema = if f.parameters_json_schema.trim().is_empty() {
-                "{}"
-            } else {
-                &f.parameters_json_schema
-            };
+            let schema = if f.parameters_json_schema.trim().is_empty() { "{}" } else { &f.parameters_json_schema };
             if !serde_json::from_str::<serde_json::Value>(schema).is_ok_and(|v| v.is_object()) {
                 return Err(Error::invalid_argument(
                     &format!("functions[{i}].parameters_json_schema"),
@@ -223,11 +199,7 @@ fn parse_functions(functions: Vec<pb::FunctionSpec>) -> Result<Vec<Function>, Er
                 description: f.description,
                 parameters_json_schema: schema.to_owned(),
                 returns: f.returns,
-                examples: f
-                    .examples
-                    .into_iter()
-                    .map(|e| (e.title, e.arguments, e.result))
-                    .collect(),
+                examples: f.examples.into_iter().map(|e| (e.title, e.arguments, e.result)).collect(),
             })
         })
         .collect()

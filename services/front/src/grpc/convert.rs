@@ -21,11 +21,7 @@ pub fn kind(kind: Kind) -> i32 {
 }
 
 pub fn hash_hex(entry: &Entry) -> String {
-    if entry.is_dir() {
-        String::new()
-    } else {
-        entry.hash.to_hex()
-    }
+    if entry.is_dir() { String::new() } else { entry.hash.to_hex() }
 }
 
 pub fn entry(path: &SpacePath, entry: &Entry) -> pb::Entry {
@@ -89,10 +85,7 @@ pub fn space(space: &SpaceRecord) -> pb::Space {
         id: space.id.to_string(),
         name: space.name.clone(),
         revision: space.revision,
-        quota: Some(pb::Quota {
-            max_bytes: space.quota.max_bytes,
-            max_files: space.quota.max_files,
-        }),
+        quota: Some(pb::Quota { max_bytes: space.quota.max_bytes, max_files: space.quota.max_files }),
         usage: Some(pb::Usage {
             bytes: space.usage.bytes,
             files: space.usage.files,
@@ -101,10 +94,7 @@ pub fn space(space: &SpaceRecord) -> pb::Space {
         access: space
             .access
             .iter()
-            .map(|(principal, r)| pb::AccessEntry {
-                principal: principal.clone(),
-                role: role(*r),
-            })
+            .map(|(principal, r)| pb::AccessEntry { principal: principal.clone(), role: role(*r) })
             .collect(),
         create_time: timestamp(space.created_ms),
         compacted_revision: space.compacted_revision,

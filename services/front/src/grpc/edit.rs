@@ -26,13 +26,8 @@ pub(super) fn edit(front: &Front, caller: &Caller, req: pb::EditRequest) -> Resu
     let (record, original) = text_of(front, &target, &entry, entry.version)?;
     let (edited, counts) = edit::apply(&original, &edits).map_err(|f| failure(f, &target))?;
     let name = target.path.to_string();
-    let preview = diff::unified(
-        &original,
-        &edited,
-        &format!("{name}@v{}", entry.version),
-        &format!("{name}@edited"),
-        3,
-    );
+    let preview =
+        diff::unified(&original, &edited, &format!("{name}@v{}", entry.version), &format!("{name}@edited"), 3);
     let mut response = pb::EditResponse {
         changed: edited != original,
         version: entry.version,
@@ -80,10 +75,7 @@ fn check_base(front: &Front, caller: &Caller, target: &Target, entry: &Entry, ba
         }
         return Ok(());
     }
-    let seen = caller
-        .session
-        .as_deref()
-        .and_then(|session| front.sessions.seen(session, entry.node));
+    let seen = caller.session.as_deref().and_then(|session| front.sessions.seen(session, entry.node));
     match seen {
         None => Err(Error::new(
             Reason::ReadRequired,
@@ -110,12 +102,9 @@ fn parse_edits(edits: &[pb::TextEdit]) -> Result<Vec<EditOp>> {
         return Err(Error::invalid_argument("edits", "Give at least one edit."));
     }
     if edits.len() > MAX_EDITS {
-        return Err(Error::new(
-            Reason::InvalidArgument,
-            format!("At most {MAX_EDITS} edits fit in one request."),
-        )
-        .with("limit", MAX_EDITS)
-        .field("edits"));
+        return Err(Error::new(Reason::InvalidArgument, format!("At most {MAX_EDITS} edits fit in one request."))
+            .with("limit", MAX_EDITS)
+            .field("edits"));
     }
     edits
         .iter()
@@ -143,10 +132,7 @@ fn parse_edits(edits: &[pb::TextEdit]) -> Result<Vec<EditOp>> {
                 old_text: l.old_text.clone(),
                 new_text: l.new_text.clone(),
             }),
-            None => Err(Error::invalid_argument(
-                &format!("edits[{i}]"),
-                "Each edit needs replace, append or lines.",
-            )),
+            None => Err(Error::invalid_argument(&format!("edits[{i}]"), "Each edit needs replace, append or lines.")),
         })
         .collect()
 }
@@ -159,11 +145,8 @@ fn failure(failure: EditFailure, target: &Target) -> Error {
             return Error::invalid_argument(&format!("edits[{i}].replace.old_text"), "old_text must not be empty.")
                 .with("editIndex", i);
         }
-        FailureKind::Noop => Error::new(
-            Reason::EditNoop,
-            format!("edits[{i}]: new_text is the same as old_text."),
-        )
-        .field(format!("edits[{i}].replace.new_text")),
+        FailureKind::Noop => Error::new(Reason::EditNoop, format!("edits[{i}]: new_text is the same as old_text."))
+            .field(format!("edits[{i}].replace.new_text")),
         FailureKind::NoMatch { near_miss } => {
             let mut message = format!("edits[{i}]: old_text was not found in {path}.");
             if let Some((line, difference)) = near_miss {
@@ -174,9 +157,7 @@ fn failure(failure: EditFailure, target: &Target) -> Error {
             }
             let mut error = Error::new(Reason::EditNoMatch, message).with("path", path);
             if let Some((line, difference)) = near_miss {
-                error = error
-                    .with("nearMissLine", line)
-                    .with("nearMissDifference", difference.as_str());
+                error = error.with("nearMissLine", line).with("nearMissDifference", difference.as_str());
             }
             error.field(format!("edits[{i}].replace.old_text"))
         }
@@ -192,11 +173,7 @@ fn failure(failure: EditFailure, target: &Target) -> Error {
             .with("lines", list)
             .field(format!("edits[{i}].replace.old_text"))
         }
-        FailureKind::BadRange {
-            start_line,
-            end_line,
-            line_count,
-        } => Error::new(
+        FailureKind::BadRange { start_line, end_line, line_count } => Error::new(
             Reason::InvalidArgument,
             format!(
                 "edits[{i}]: lines {start_line}–{end_line} are not a range of {path}, which has {line_count} lines."
@@ -230,13 +207,7 @@ pub(super) fn diff(front: &Front, caller: &Caller, req: &pb::DiffRequest) -> Res
     let (_, old) = text_of(front, &target, &entry, from)?;
     let (_, new) = text_of(front, &target, &entry, to)?;
     let name = target.path.to_string();
-    let d = diff::unified(
-        &old,
-        &new,
-        &format!("{name}@v{from}"),
-        &format!("{name}@v{to}"),
-        context,
-    );
+    let d = diff::unified(&old, &new, &format!("{name}@v{from}"), &format!("{name}@v{to}"), context);
     Ok(pb::DiffResponse {
         lines_added: d.added,
         lines_removed: d.removed,
@@ -270,6 +241,7 @@ fn subtree_diff(front: &Front, target: &Target, from: u64, to: u64, context: usi
                 revision,
                 recursive: true,
                 after: None,
+                from: None,
                 limit: MAX_DIFF_FILES + 1,
                 budget: usize::MAX,
                 filter: &only_files,
@@ -292,10 +264,7 @@ fn subtree_diff(front: &Front, target: &Target, from: u64, to: u64, context: usi
         if !entry.is_text {
             return Ok(None);
         }
-        let t = Target {
-            space: space.clone(),
-            path: path.clone(),
-        };
+        let t = Target { space: space.clone(), path: path.clone() };
         Ok(Some(text_of(front, &t, entry, entry.version)?.1))
     };
     let mut changes: Vec<(crate::path::SpacePath, Option<Entry>, Option<Entry>)> = Vec::new();

@@ -12,6 +12,7 @@ use super::{Front, Services, Target, convert, edit, non_empty, not_a_file, page_
 use crate::auth::Need;
 use crate::error::{Error, Reason, Result};
 use crate::glob::{Glob, GlobError};
+use crate::grep::{self, GrepQuery};
 use crate::path::SpacePath;
 use crate::store::{Actor, Entry, Kind, ScanOptions, SpaceRecord, Store, WriteBody, WriteMode, WriteOp};
 
@@ -78,17 +79,14 @@ impl FileSystem for Services {
                     revision,
                     recursive: req.recursive,
                     after: after.as_deref(),
+                    from: None,
                     limit,
                     budget: SCAN_BUDGET,
                     filter: &filter,
                 },
             )?;
             Ok(pb::ListResponse {
-                entries: page
-                    .entries
-                    .iter()
-                    .map(|(path, entry)| convert::entry(path, entry))
-                    .collect(),
+                entries: page.entries.iter().map(|(path, entry)| convert::entry(path, entry)).collect(),
                 next_page_token: next_token(bound, revision, page.resume_after),
                 revision,
             })
@@ -117,6 +115,7 @@ impl FileSystem for Services {
                     revision,
                     recursive: true,
                     after: after.as_deref(),
+                    from: None,
                     limit,
                     budget: SCAN_BUDGET,
                     filter: &filter,
@@ -249,7 +248,7 @@ impl FileSystem for Services {
             }
             None => {
                 return Err(
-                    Error::invalid_argument("content", "Give the file's `content` (text) or `data` (bytes).").into(),
+                    Error::invalid_argument("content", "Give the file's `content` (text) or `data` (bytes).").into()
                 );
             }
         };
@@ -307,6 +306,24 @@ impl FileSystem for Services {
         }))
     }
 
+    async fn grep(&self, request: Request<pb::GrepRequest>) -> Result<Response<pb::GrepResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let deadline = super::deadline(request.metadata());
+        let req = request.into_inner();
+        let query = GrepQuery::parse(&req)?;
+        let target = {
+            let (front, caller, req) = (front.clone(), caller.clone(), req.clone());
+            front
+                .store
+                .clone()
+                .blocking(move |_| front.target(&caller, &req.space, &req.path, &req.base, "path", Need::Read))
+                .await?
+        };
+        let response = grep::page(&front, &target, &query, &req, deadline).await?;
+        Ok(Response::new(response))
+    }
+
     async fn list_versions(
         &self,
         request: Request<pb::ListVersionsRequest>,
@@ -334,20 +351,14 @@ impl FileSystem for Services {
             let more = versions.len() > limit;
             let versions = &versions[..versions.len().min(limit)];
             let next_page_token = match versions.last() {
-                Some((number, _)) if more => PageToken {
-                    fingerprint: bound,
-                    revision: 0,
-                    after: number.to_string(),
-                    position: 0,
+                Some((number, _)) if more => {
+                    PageToken { fingerprint: bound, revision: 0, after: number.to_string(), position: 0, line: 0 }
+                        .encode()
                 }
-                .encode(),
                 _ => String::new(),
             };
             Ok(pb::ListVersionsResponse {
-                versions: versions
-                    .iter()
-                    .map(|(n, record)| convert::version_info(*n, record))
-                    .collect(),
+                versions: versions.iter().map(|(n, record)| convert::version_info(*n, record)).collect(),
                 next_page_token,
                 node_id: entry.node.to_string(),
             })
@@ -363,13 +374,7 @@ where
     F: FnOnce(&Front) -> Result<T> + Send + 'static,
 {
     let front = front.clone();
-    front
-        .store
-        .clone()
-        .blocking(move |_| f(&front))
-        .await
-        .map(Response::new)
-        .map_err(Status::from)
+    front.store.clone().blocking(move |_| f(&front)).await.map(Response::new).map_err(Status::from)
 }
 
 /// The revision and resume point of a paginated call: from its token, or
@@ -387,15 +392,7 @@ fn pin(space: &SpaceRecord, token: &str, at_revision: u64, bound: [u8; 16]) -> R
 
 fn next_token(bound: [u8; 16], revision: u64, resume_after: Option<String>) -> String {
     resume_after
-        .map(|after| {
-            PageToken {
-                fingerprint: bound,
-                revision,
-                after,
-                position: 0,
-            }
-            .encode()
-        })
+        .map(|after| PageToken { fingerprint: bound, revision, after, position: 0, line: 0 }.encode())
         .unwrap_or_default()
 }
 
@@ -403,11 +400,8 @@ fn next_token(bound: [u8; 16], revision: u64, resume_after: Option<String>) -> S
 fn directory(front: &Front, target: &Target, revision: u64) -> Result<()> {
     match front.store.entry(target.space.id, &target.path, Some(revision))? {
         Some(entry) if entry.is_dir() => Ok(()),
-        Some(_) => Err(Error::new(
-            Reason::NotADirectory,
-            format!("{} is a file, not a directory.", target.path),
-        )
-        .with("path", &target.path)),
+        Some(_) => Err(Error::new(Reason::NotADirectory, format!("{} is a file, not a directory.", target.path))
+            .with("path", &target.path)),
         None => Err(Error::not_found(&target.path)),
     }
 }
@@ -429,11 +423,8 @@ fn too_large(field: &str, size: u64, limit: u64) -> Result<()> {
     if size <= limit {
         return Ok(());
     }
-    Err(Error::new(
-        Reason::TooLarge,
-        format!("{field} is {size} bytes, over the limit of {limit} bytes."),
-    )
-    .with("size", size)
-    .with("limit", limit)
-    .field(field))
+    Err(Error::new(Reason::TooLarge, format!("{field} is {size} bytes, over the limit of {limit} bytes."))
+        .with("size", size)
+        .with("limit", limit)
+        .field(field))
 }

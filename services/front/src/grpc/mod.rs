@@ -3,6 +3,7 @@
 //! become proto messages. Proto types stop here.
 
 mod admin;
+mod content;
 mod convert;
 mod edit;
 mod filesystem;
@@ -16,11 +17,13 @@ use tonic::Request;
 
 use crate::auth::{Authenticator, Caller, Need};
 use crate::error::{Error, Reason, Result};
+use crate::grep::PageBudget;
 use crate::ids::SpaceId;
 use crate::path::{PathError, SpacePath};
 use crate::reference::{Reference, ReferenceError};
 use crate::sessions::Sessions;
 use crate::store::{Entry, SpaceRecord, Store, VersionRecord, not_text};
+use crate::workers::Workers;
 
 /// Longest reference echoed back in error metadata.
 const MAX_ECHO_CHARS: usize = 256;
@@ -32,7 +35,12 @@ pub struct Front {
     pub auth: Authenticator,
     /// What each agent session has read, for the read-before-edit rule.
     pub sessions: Sessions,
+    /// Where grep jobs run.
+    pub workers: Workers,
+    pub grep_budget: PageBudget,
 }
+
+pub use content::ContentService;
 
 /// The two public services of the front over shared state.
 #[derive(Debug, Clone)]
@@ -43,6 +51,11 @@ pub struct Services {
 impl Services {
     pub fn new(front: Front) -> Self {
         Self { front: Arc::new(front) }
+    }
+
+    /// The internal content service over the same state.
+    pub fn content(&self) -> ContentService {
+        ContentService::new(self.front.clone())
     }
 }
 
@@ -62,10 +75,7 @@ impl Front {
     /// space the caller cannot see is NOT_FOUND, like a missing one.
     pub fn space(&self, caller: &Caller, space: &str, need: Need) -> Result<SpaceRecord> {
         if space.is_empty() {
-            return Err(Error::invalid_argument(
-                "space",
-                "The request must name its space (ID or name).",
-            ));
+            return Err(Error::invalid_argument("space", "The request must name its space (ID or name)."));
         }
         let id = match space.parse::<SpaceId>() {
             Ok(id) => Some(id),
@@ -95,10 +105,7 @@ impl Front {
         // A relative path stays open until the space (and so the base) is known.
         let (named_space, path) = match parsed {
             Reference::Item(node) => {
-                let record = self
-                    .store
-                    .node(node)?
-                    .ok_or_else(|| Error::not_found(echo(reference)))?;
+                let record = self.store.node(node)?.ok_or_else(|| Error::not_found(echo(reference)))?;
                 (Some(record.space), Ok(SpacePath::from_stored(record.path)))
             }
             Reference::SpaceRoot(id) => (Some(id), Ok(SpacePath::root())),
@@ -128,10 +135,7 @@ impl Front {
             Ok(path) => path,
             Err(relative) => self.join_base(caller, &space_record, base, &relative, need)?,
         };
-        Ok(Target {
-            space: space_record,
-            path,
-        })
+        Ok(Target { space: space_record, path })
     }
 
     /// `relative` below the folder `base` (the root when `base` is empty).
@@ -148,10 +152,7 @@ impl Front {
         }
         let base_target = self.target(caller, &space.id.to_string(), base, "", "base", need)?;
         if base_target.space.id != space.id {
-            return Err(Error::invalid_argument(
-                "base",
-                "The base folder must be in the request's space.",
-            ));
+            return Err(Error::invalid_argument("base", "The base folder must be in the request's space."));
         }
         match self.store.entry(space.id, &base_target.path, None)? {
             Some(entry) if entry.is_dir() => {}
@@ -190,9 +191,7 @@ impl Front {
 
     /// The entry at `target`, or NOT_FOUND.
     pub fn existing(&self, target: &Target, revision: Option<u64>) -> Result<Entry> {
-        self.store
-            .entry(target.space.id, &target.path, revision)?
-            .ok_or_else(|| Error::not_found(&target.path))
+        self.store.entry(target.space.id, &target.path, revision)?.ok_or_else(|| Error::not_found(&target.path))
     }
 }
 
@@ -218,10 +217,7 @@ pub(crate) fn text_version(front: &Front, target: &Target, entry: &Entry, number
     if version.size > limit {
         return Err(Error::new(
             Reason::FileTooLarge,
-            format!(
-                "{} is {} bytes, over the {limit}-byte limit for text operations.",
-                target.path, version.size
-            ),
+            format!("{} is {} bytes, over the {limit}-byte limit for text operations.", target.path, version.size),
         )
         .with("path", &target.path)
         .with("size", version.size)
@@ -256,9 +252,7 @@ pub fn reference_error(error: ReferenceError, field: &str, input: &str) -> Error
     if let Some(first) = message.get_mut(0..1) {
         first.make_ascii_uppercase();
     }
-    Error::new(reason, format!("{message}."))
-        .with("path", echo(input))
-        .field(field)
+    Error::new(reason, format!("{message}.")).with("path", echo(input)).field(field)
 }
 
 /// User input, shortened for echoing in errors.
@@ -271,16 +265,30 @@ fn echo(input: &str) -> String {
     }
 }
 
+/// The time left before the caller's deadline (`grpc-timeout`), if it set one.
+pub fn deadline(metadata: &tonic::metadata::MetadataMap) -> Option<std::time::Duration> {
+    let value = metadata.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    let amount: u64 = digits.parse().ok()?;
+    let nanos = match unit {
+        "H" => amount.checked_mul(3_600_000_000_000)?,
+        "M" => amount.checked_mul(60_000_000_000)?,
+        "S" => amount.checked_mul(1_000_000_000)?,
+        "m" => amount.checked_mul(1_000_000)?,
+        "u" => amount.checked_mul(1_000)?,
+        "n" => amount,
+        _ => return None,
+    };
+    Some(std::time::Duration::from_nanos(nanos))
+}
+
 /// Page size: 0 takes the default; otherwise 1..=max.
 pub fn page_size(value: u32, default: usize, max: usize, field: &str) -> Result<usize> {
     match value as usize {
         0 => Ok(default),
         n if n <= max => Ok(n),
-        n => Err(Error::new(
-            Reason::InvalidArgument,
-            format!("{field} must be between 1 and {max}, not {n}."),
-        )
-        .with("limit", max)
-        .field(field)),
+        n => Err(Error::new(Reason::InvalidArgument, format!("{field} must be between 1 and {max}, not {n}."))
+            .with("limit", max)
+            .field(field)),
     }
 }

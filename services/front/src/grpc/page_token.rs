@@ -22,8 +22,10 @@ pub struct PageToken {
     pub revision: u64,
     /// Resume after this key (a path, a version number, …).
     pub after: String,
-    /// Entries already returned (for offsets that span pages).
+    /// A count carried between pages (e.g. entries of an offset still to skip).
     pub position: u64,
+    /// A line inside `after` to resume after (grep pages that stop mid-file).
+    pub line: u64,
 }
 
 /// Fingerprint of the arguments a token is bound to.
@@ -51,9 +53,7 @@ impl PageToken {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(invalid("it is too long"));
         }
-        let bytes = URL_SAFE_NO_PAD
-            .decode(token)
-            .map_err(|_| invalid("it is not a token this server issued"))?;
+        let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| invalid("it is not a token this server issued"))?;
         let decoded: PageToken =
             postcard::from_bytes(&bytes).map_err(|_| invalid("it is not a token this server issued"))?;
         if decoded.fingerprint != fingerprint {
@@ -70,22 +70,11 @@ mod tests {
     #[test]
     fn tokens_round_trip_and_bind_their_arguments() {
         let fp = fingerprint(&["list", "sp_x", "/"]);
-        let token = PageToken {
-            fingerprint: fp,
-            revision: 7,
-            after: "/a".into(),
-            position: 3,
-        };
+        let token = PageToken { fingerprint: fp, revision: 7, after: "/a".into(), position: 3, line: 9 };
         assert_eq!(PageToken::decode(&token.encode(), fp).unwrap(), token);
         let other = fingerprint(&["list", "sp_x", "/b"]);
-        assert_eq!(
-            PageToken::decode(&token.encode(), other).unwrap_err().reason,
-            Reason::CursorInvalid
-        );
-        assert_eq!(
-            PageToken::decode("garbage!", fp).unwrap_err().reason,
-            Reason::CursorInvalid
-        );
+        assert_eq!(PageToken::decode(&token.encode(), other).unwrap_err().reason, Reason::CursorInvalid);
+        assert_eq!(PageToken::decode("garbage!", fp).unwrap_err().reason, Reason::CursorInvalid);
         assert_eq!(PageToken::decode("", fp).unwrap_err().reason, Reason::CursorInvalid);
     }
 

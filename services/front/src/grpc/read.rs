@@ -72,24 +72,12 @@ pub(super) fn locate(front: &Front, caller: &Caller, req: &pb::ReadRequest, budg
         }
     };
     let version = text_version(front, &target, &entry, number)?;
-    Ok(Located {
-        target,
-        entry,
-        number,
-        version,
-        request,
-    })
+    Ok(Located { target, entry, number, version, request })
 }
 
 /// Fetches the content of a located read and takes the slice.
 pub(super) fn finish(front: &Front, caller: &Caller, located: Located) -> Result<pb::ReadResponse> {
-    let Located {
-        target,
-        entry,
-        number,
-        version,
-        request,
-    } = located;
+    let Located { target, entry, number, version, request } = located;
     let bytes = front.store.content(version.hash)?;
     let content = std::str::from_utf8(&bytes).map_err(|_| Error::internal("text content is not UTF-8"))?;
     let slice = text::slice(content, request).map_err(|e| slice_error(e, &target.path))?;
@@ -103,9 +91,7 @@ pub(super) fn finish(front: &Front, caller: &Caller, located: Located) -> Result
         first_line: slice.first_line,
         last_line: slice.last_line,
         truncated: slice.truncated,
-        next: slice
-            .next
-            .map(|(start_line, start_char)| pb::TextPosition { start_line, start_char }),
+        next: slice.next.map(|(start_line, start_char)| pb::TextPosition { start_line, start_char }),
         text: Some(convert::text_info(&version.text)),
         path: target.path.to_string(),
         size: version.size,

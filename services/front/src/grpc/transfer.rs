@@ -17,15 +17,10 @@ pub(super) async fn receive(
     limit: u64,
 ) -> Result<(pb::UploadHeader, Vec<u8>)> {
     let header = match stream.next().await {
-        Some(Ok(pb::UploadChunk {
-            part: Some(pb::upload_chunk::Part::Header(header)),
-        })) => header,
+        Some(Ok(pb::UploadChunk { part: Some(pb::upload_chunk::Part::Header(header)) })) => header,
         Some(Err(status)) => return Err(stream_error(&status)),
         _ => {
-            return Err(Error::invalid_argument(
-                "header",
-                "The first upload message must be the header.",
-            ));
+            return Err(Error::invalid_argument("header", "The first upload message must be the header."));
         }
     };
     let mut data = Vec::new();
@@ -43,10 +38,7 @@ pub(super) async fn receive(
                 data.extend_from_slice(&bytes);
             }
             _ => {
-                return Err(Error::invalid_argument(
-                    "header",
-                    "Only the first upload message may be a header.",
-                ));
+                return Err(Error::invalid_argument("header", "Only the first upload message may be a header."));
             }
         }
     }
@@ -68,10 +60,7 @@ pub(super) async fn receive(
 }
 
 fn stream_error(status: &tonic::Status) -> Error {
-    Error::new(
-        Reason::InvalidArgument,
-        format!("The upload stream failed: {}.", status.message()),
-    )
+    Error::new(Reason::InvalidArgument, format!("The upload stream failed: {}.", status.message()))
 }
 
 /// Saves a received upload.
@@ -81,14 +70,7 @@ pub(super) fn store_upload(
     header: pb::UploadHeader,
     data: Vec<u8>,
 ) -> Result<WriteOutcome> {
-    let target = front.target(
-        caller,
-        &header.space,
-        &header.path,
-        &header.base,
-        "header.path",
-        Need::Write,
-    )?;
+    let target = front.target(caller, &header.space, &header.path, &header.base, "header.path", Need::Write)?;
     let outcome = front.store.write(WriteOp {
         space: target.space.id,
         path: target.path,
@@ -123,19 +105,11 @@ pub(super) fn download(front: &Front, caller: &Caller, req: &pb::DownloadRequest
         size: version.size,
         text: Some(convert::text_info(&version.text)),
     };
-    let mut chunks: Vec<pb::DownloadChunk> = bytes
-        .chunks(CHUNK)
-        .map(|c| pb::DownloadChunk {
-            header: None,
-            data: c.to_vec(),
-        })
-        .collect();
+    let mut chunks: Vec<pb::DownloadChunk> =
+        bytes.chunks(CHUNK).map(|c| pb::DownloadChunk { header: None, data: c.to_vec() }).collect();
     match chunks.first_mut() {
         Some(first) => first.header = Some(header),
-        None => chunks.push(pb::DownloadChunk {
-            header: Some(header),
-            data: Vec::new(),
-        }),
+        None => chunks.push(pb::DownloadChunk { header: Some(header), data: Vec::new() }),
     }
     Ok(chunks)
 }

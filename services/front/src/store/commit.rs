@@ -117,13 +117,7 @@ impl Commit {
             user_modified: false,
         };
         self.space.usage.directories += 1;
-        self.nodes.push((
-            node,
-            NodeRecord {
-                space: self.space.id,
-                path: path.to_string(),
-            },
-        ));
+        self.nodes.push((node, NodeRecord { space: self.space.id, path: path.to_string() }));
         self.changes.push(Change {
             kind: ChangeKind::Mkdir,
             node,
@@ -169,32 +163,17 @@ impl Commit {
         usage.bytes = usage.bytes - previous.map_or(0, |e| e.size) + record.size;
         if previous.is_none() {
             usage.files += 1;
-            self.nodes.push((
-                node,
-                NodeRecord {
-                    space: self.space.id,
-                    path: path.to_string(),
-                },
-            ));
+            self.nodes.push((node, NodeRecord { space: self.space.id, path: path.to_string() }));
         }
         self.changes.push(Change {
-            kind: if previous.is_some() {
-                ChangeKind::Modified
-            } else {
-                ChangeKind::Created
-            },
+            kind: if previous.is_some() { ChangeKind::Modified } else { ChangeKind::Created },
             node,
             node_kind: Kind::File,
             path: path.to_string(),
             old_path: None,
             version: number,
         });
-        self.versions.push(NewVersion {
-            node,
-            number,
-            record,
-            bytes,
-        });
+        self.versions.push(NewVersion { node, number, record, bytes });
         self.entries.push((path.clone(), Some(entry.clone())));
         entry
     }
@@ -205,10 +184,7 @@ impl Commit {
         if usage.bytes > before.usage.bytes && usage.bytes > quota.max_bytes {
             return Err(Error::new(
                 Reason::QuotaExceeded,
-                format!(
-                    "The space would hold {} bytes, over its quota of {} bytes.",
-                    usage.bytes, quota.max_bytes
-                ),
+                format!("The space would hold {} bytes, over its quota of {} bytes.", usage.bytes, quota.max_bytes),
             )
             .with("limit", quota.max_bytes)
             .with("used", before.usage.bytes)
@@ -218,10 +194,7 @@ impl Commit {
         if usage.files > before.usage.files && usage.files > quota.max_files {
             return Err(Error::new(
                 Reason::QuotaExceeded,
-                format!(
-                    "The space would hold {} files, over its quota of {} files.",
-                    usage.files, quota.max_files
-                ),
+                format!("The space would hold {} files, over its quota of {} files.", usage.files, quota.max_files),
             )
             .with("limit", quota.max_files)
             .with("used", before.usage.files)
@@ -256,16 +229,8 @@ impl Store {
             principal: commit.principal.clone(),
             changes: commit.changes.clone(),
         });
-        (
-            &t.spaces,
-            &t.current,
-            &t.history,
-            &t.nodes,
-            &t.versions,
-            &t.content,
-            &t.revlog,
-        )
-            .transaction(|(spaces, current, history, nodes, versions, content, revlog)| {
+        (&t.spaces, &t.current, &t.history, &t.nodes, &t.versions, &t.content, &t.revlog).transaction(
+            |(spaces, current, history, nodes, versions, content, revlog)| {
                 if commit.creating {
                     if spaces.get(&name_key)?.is_some() {
                         return Err(ConflictableTransactionError::Abort(
@@ -311,12 +276,10 @@ impl Store {
                 if let Some(functions) = &functions_value {
                     spaces.insert(keys::functions(commit.space.id), functions.as_slice())?;
                 }
-                revlog.insert(
-                    keys::revlog(commit.space.id, commit.revision()),
-                    revlog_value.as_slice(),
-                )?;
+                revlog.insert(keys::revlog(commit.space.id, commit.revision()), revlog_value.as_slice())?;
                 Ok(())
-            })?;
+            },
+        )?;
         Ok(())
     }
 }

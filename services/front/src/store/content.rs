@@ -29,11 +29,7 @@ pub fn add_ref(tree: &TransactionalTree, hash: Hash, bytes: &[u8]) -> TxResult<(
             for (index, chunk) in (0..).zip(chunks) {
                 tree.insert(keys::blob_chunk(&hash.0, index), chunk)?;
             }
-            BlobMeta {
-                size: bytes.len() as u64,
-                chunks: count,
-                refs: 1,
-            }
+            BlobMeta { size: bytes.len() as u64, chunks: count, refs: 1 }
         }
     };
     tree.insert(meta_key, encode(&meta))?;
@@ -68,14 +64,12 @@ pub fn read(tree: &sled::Tree, hash: Hash) -> Result<Vec<u8>> {
     };
     let mut bytes = Vec::with_capacity(usize::try_from(meta.size).unwrap_or(0));
     for index in 0..meta.chunks {
-        let chunk = tree
-            .get(keys::blob_chunk(&hash.0, index))?
-            .ok_or_else(|| missing(hash))?;
+        let chunk = tree.get(keys::blob_chunk(&hash.0, index))?.ok_or_else(|| missing(hash))?;
         bytes.extend_from_slice(&chunk);
     }
     if bytes.len() as u64 != meta.size || Hash::of(&bytes) != hash {
         return Err(
-            Error::new(Reason::DataLoss, "Stored content failed its integrity check.").with("hash", hash.to_hex()),
+            Error::new(Reason::DataLoss, "Stored content failed its integrity check.").with("hash", hash.to_hex())
         );
     }
     Ok(bytes)
@@ -87,9 +81,6 @@ pub fn exists(tree: &sled::Tree, hash: Hash) -> Result<bool> {
 }
 
 fn missing(hash: Hash) -> Error {
-    Error::new(
-        Reason::DataLoss,
-        "Content referenced by a version is missing from the store.",
-    )
-    .with("hash", hash.to_hex())
+    Error::new(Reason::DataLoss, "Content referenced by a version is missing from the store.")
+        .with("hash", hash.to_hex())
 }

@@ -51,34 +51,20 @@ pub struct Flusher {
 
 impl std::fmt::Debug for Flusher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Flusher")
-            .field("mode", &self.mode)
-            .finish_non_exhaustive()
+        f.debug_struct("Flusher").field("mode", &self.mode).finish_non_exhaustive()
     }
 }
 
 impl Flusher {
     pub fn start(db: sled::Db, mode: Durability) -> std::io::Result<Self> {
-        let shared = Arc::new(Shared {
-            queue: Mutex::default(),
-            wake: Condvar::new(),
-        });
+        let shared = Arc::new(Shared { queue: Mutex::default(), wake: Condvar::new() });
         let thread = if mode == Durability::Group {
             let (db, shared) = (db.clone(), shared.clone());
-            Some(
-                thread::Builder::new()
-                    .name("store-flusher".into())
-                    .spawn(move || run(&db, &shared))?,
-            )
+            Some(thread::Builder::new().name("store-flusher".into()).spawn(move || run(&db, &shared))?)
         } else {
             None
         };
-        Ok(Self {
-            mode,
-            db,
-            shared,
-            thread: Mutex::new(thread),
-        })
+        Ok(Self { mode, db, shared, thread: Mutex::new(thread) })
     }
 
     /// Resolves once everything committed before the call is on disk.
@@ -102,8 +88,7 @@ impl Flusher {
                     queue.waiters.push(tx);
                 }
                 self.shared.wake.notify_one();
-                rx.await
-                    .map_err(|_| Error::internal("the flusher stopped before answering"))?
+                rx.await.map_err(|_| Error::internal("the flusher stopped before answering"))?
             }
         }
     }
@@ -135,10 +120,7 @@ fn run(db: &sled::Db, shared: &Shared) {
         let batch = {
             let mut queue = lock(&shared.queue);
             while queue.waiters.is_empty() && !queue.closed {
-                queue = shared
-                    .wake
-                    .wait(queue)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                queue = shared.wake.wait(queue).unwrap_or_else(std::sync::PoisonError::into_inner);
             }
             if queue.waiters.is_empty() {
                 return;

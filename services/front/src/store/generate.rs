@@ -37,9 +37,7 @@ impl Store {
     /// Adds or updates functions, writes their files and `/AGENT.md`.
     pub fn register_functions(&self, space: SpaceId, functions: Vec<Function>, principal: &str) -> Result<Generated> {
         let _guard = self.lock_space(space);
-        let record = self
-            .space(space)?
-            .ok_or_else(|| Error::space_not_found(&space.to_string()))?;
+        let record = self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
         let mut commit = Commit::new(record.clone(), principal);
         let before = self.functions(space)?;
         let mut registry = before.clone();
@@ -50,10 +48,8 @@ impl Store {
             }
         }
         registry.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut files: Vec<(String, String)> = registry
-            .iter()
-            .map(|f| (system_files::function_path(&f.name), system_files::function_md(f)))
-            .collect();
+        let mut files: Vec<(String, String)> =
+            registry.iter().map(|f| (system_files::function_path(&f.name), system_files::function_md(f))).collect();
         files.push((AGENT_MD.to_owned(), agent_md(&commit.space.name, &registry)));
         if registry != before {
             commit.functions = Some(registry);
@@ -64,17 +60,13 @@ impl Store {
     /// Regenerates one system file, discarding a principal's changes.
     pub fn restore_default(&self, space: SpaceId, path: &SpacePath, principal: &str) -> Result<Generated> {
         let _guard = self.lock_space(space);
-        let record = self
-            .space(space)?
-            .ok_or_else(|| Error::space_not_found(&space.to_string()))?;
+        let record = self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
         let commit = Commit::new(record.clone(), principal);
         let registry = self.functions(space)?;
         let content = if path.as_str() == AGENT_MD {
             agent_md(&record.name, &registry)
         } else {
-            let function = registry
-                .iter()
-                .find(|f| system_files::function_path(&f.name) == path.as_str());
+            let function = registry.iter().find(|f| system_files::function_path(&f.name) == path.as_str());
             match function {
                 Some(function) => system_files::function_md(function),
                 None => {
@@ -98,10 +90,7 @@ impl Store {
         files: Vec<(String, String)>,
         force: bool,
     ) -> Result<Generated> {
-        let mut out = Generated {
-            revision: before.revision,
-            ..Generated::default()
-        };
+        let mut out = Generated { revision: before.revision, ..Generated::default() };
         for (path, content) in files {
             let path = SpacePath::from_stored(path);
             let existing = commit.current(self, &path)?;
@@ -147,9 +136,6 @@ impl Store {
 }
 
 fn agent_md(space_name: &str, registry: &[Function]) -> String {
-    let functions: Vec<(String, String)> = registry
-        .iter()
-        .map(|f| (f.name.clone(), f.description.clone()))
-        .collect();
+    let functions: Vec<(String, String)> = registry.iter().map(|f| (f.name.clone(), f.description.clone())).collect();
     system_files::agent_md(space_name, &functions)
 }

@@ -148,12 +148,8 @@ mod tests {
     fn history_keys_sort_by_path_then_revision() {
         let s = SpaceId::generate();
         let p = |x: &str| SpacePath::parse(x).unwrap();
-        let mut keys = [
-            history(s, &p("/a/b"), 1),
-            history(s, &p("/a"), 300),
-            history(s, &p("/a-b"), 1),
-            history(s, &p("/a"), 2),
-        ];
+        let mut keys =
+            [history(s, &p("/a/b"), 1), history(s, &p("/a"), 300), history(s, &p("/a-b"), 1), history(s, &p("/a"), 2)];
         keys.sort();
         let parsed: Vec<_> = keys.iter().map(|k| parse_history(k).unwrap()).collect();
         assert_eq!(parsed, [("/a", 2), ("/a", 300), ("/a-b", 1), ("/a/b", 1)]);

@@ -55,10 +55,7 @@ impl Default for StoreLimits {
         Self {
             max_text_bytes: 5 << 20,
             max_file_bytes: 64 << 20,
-            default_quota: Quota {
-                max_bytes: 1 << 30,
-                max_files: 100_000,
-            },
+            default_quota: Quota { max_bytes: 1 << 30, max_files: 100_000 },
         }
     }
 }
@@ -106,10 +103,7 @@ impl Store {
     /// Opens (or creates) the store in `dir`.
     pub fn open(dir: &Path, durability: Durability, limits: StoreLimits) -> Result<Self, OpenError> {
         let display = dir.display().to_string();
-        let sled_err = |source| OpenError::Sled {
-            path: display.clone(),
-            source,
-        };
+        let sled_err = |source| OpenError::Sled { path: display.clone(), source };
         let db = sled::Config::new()
             .path(dir)
             .cache_capacity(256 << 20)
@@ -128,17 +122,11 @@ impl Store {
         };
         match db.get(FORMAT_KEY).map_err(sled_err)? {
             Some(found) if found != FORMAT => {
-                return Err(OpenError::Format {
-                    path: display,
-                    found: String::from_utf8_lossy(&found).into_owned(),
-                });
+                return Err(OpenError::Format { path: display, found: String::from_utf8_lossy(&found).into_owned() });
             }
             Some(_) => {}
             None if !t.spaces.is_empty() => {
-                return Err(OpenError::Format {
-                    path: display,
-                    found: String::new(),
-                });
+                return Err(OpenError::Format { path: display, found: String::new() });
             }
             None => {
                 db.insert(FORMAT_KEY, FORMAT).map_err(sled_err)?;
@@ -147,15 +135,7 @@ impl Store {
         }
         let flusher = flusher::Flusher::start(db.clone(), durability)?;
         let stripes = (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect();
-        let store = Self {
-            inner: Arc::new(Inner {
-                db,
-                t,
-                flusher,
-                stripes,
-                limits,
-            }),
-        };
+        let store = Self { inner: Arc::new(Inner { db, t, flusher, stripes, limits }) };
         store.purge_deleted_spaces().map_err(OpenError::Purge)?;
         Ok(store)
     }
@@ -198,19 +178,13 @@ impl Store {
     /// Serializes mutations of one space (and of the spaces sharing its stripe).
     fn lock_space(&self, space: SpaceId) -> MutexGuard<'_, ()> {
         let stripe = (space.to_bytes()[15] as usize) % LOCK_STRIPES;
-        self.inner.stripes[stripe]
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner.stripes[stripe].lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     // ------------------------------------------------------------ point reads
 
     pub fn space(&self, id: SpaceId) -> Result<Option<SpaceRecord>> {
-        self.trees()
-            .spaces
-            .get(keys::space(id))?
-            .map(|raw| decode(&raw))
-            .transpose()
+        self.trees().spaces.get(keys::space(id))?.map(|raw| decode(&raw)).transpose()
     }
 
     pub fn space_id_by_name(&self, name: &str) -> Result<Option<SpaceId>> {
@@ -231,46 +205,30 @@ impl Store {
             }
             None => keys::space_name(""),
         };
-        self.trees()
-            .spaces
-            .range(start..keys::space_name("\u{10ffff}"))
-            .filter_map(move |item| {
-                let (_, id) = match item {
-                    Ok(kv) => kv,
-                    Err(e) => return Some(Err(e.into())),
-                };
-                let id = SpaceId::from_bytes(<[u8; 16]>::try_from(id.as_ref()).ok()?);
-                self.space(id).transpose()
-            })
+        self.trees().spaces.range(start..keys::space_name("\u{10ffff}")).filter_map(move |item| {
+            let (_, id) = match item {
+                Ok(kv) => kv,
+                Err(e) => return Some(Err(e.into())),
+            };
+            let id = SpaceId::from_bytes(<[u8; 16]>::try_from(id.as_ref()).ok()?);
+            self.space(id).transpose()
+        })
     }
 
     /// The latest state of `path`, or its state as of `revision`.
     pub fn entry(&self, space: SpaceId, path: &SpacePath, revision: Option<u64>) -> Result<Option<Entry>> {
         match revision {
-            None => self
-                .trees()
-                .current
-                .get(keys::current(space, path))?
-                .map(|raw| decode(&raw))
-                .transpose(),
+            None => self.trees().current.get(keys::current(space, path))?.map(|raw| decode(&raw)).transpose(),
             Some(revision) => snapshot::entry_at(&self.trees().history, space, path.as_str(), revision),
         }
     }
 
     pub fn node(&self, id: NodeId) -> Result<Option<NodeRecord>> {
-        self.trees()
-            .nodes
-            .get(keys::node(id))?
-            .map(|raw| decode(&raw))
-            .transpose()
+        self.trees().nodes.get(keys::node(id))?.map(|raw| decode(&raw)).transpose()
     }
 
     pub fn version(&self, space: SpaceId, node: NodeId, version: u64) -> Result<Option<VersionRecord>> {
-        self.trees()
-            .versions
-            .get(keys::version(space, node, version))?
-            .map(|raw| decode(&raw))
-            .transpose()
+        self.trees().versions.get(keys::version(space, node, version))?.map(|raw| decode(&raw)).transpose()
     }
 
     /// Versions of a node, newest first, starting below `before`.
@@ -297,6 +255,11 @@ impl Store {
         content::read(&self.trees().content, hash)
     }
 
+    /// Whether content with this hash is stored.
+    pub fn has_content(&self, hash: Hash) -> Result<bool> {
+        content::exists(&self.trees().content, hash)
+    }
+
     /// One page of a snapshot walk; see [`ScanOptions`].
     pub fn scan(&self, space: SpaceId, options: &ScanOptions<'_>) -> Result<ScanPage> {
         snapshot::scan(&self.trees().history, space, options)
@@ -318,10 +281,7 @@ impl Store {
         if revision > space.revision {
             return Err(Error::invalid_argument(
                 "at_revision",
-                format!(
-                    "Revision {revision} does not exist yet; the space is at revision {}.",
-                    space.revision
-                ),
+                format!("Revision {revision} does not exist yet; the space is at revision {}.", space.revision),
             )
             .with("currentRevision", space.revision));
         }

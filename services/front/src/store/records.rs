@@ -175,11 +175,8 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     postcard::from_bytes(bytes).map_err(|e| {
-        Error::new(
-            Reason::DataLoss,
-            "A stored record failed to decode; the store may be damaged.",
-        )
-        .with("detail", format!("{} ({e})", std::any::type_name::<T>()))
+        Error::new(Reason::DataLoss, "A stored record failed to decode; the store may be damaged.")
+            .with("detail", format!("{} ({e})", std::any::type_name::<T>()))
     })
 }
 

@@ -33,6 +33,8 @@ pub struct ScanOptions<'a> {
     pub recursive: bool,
     /// Resume after this path (from the previous page).
     pub after: Option<&'a str>,
+    /// Start at this path, itself included.
+    pub from: Option<&'a str>,
     /// Most entries to return.
     pub limit: usize,
     /// Most history keys to examine before returning a (possibly short) page.
@@ -67,16 +69,15 @@ struct Group {
 /// Walks `options.root` as of `options.revision`; see [`ScanOptions`].
 pub fn scan(history: &sled::Tree, space: SpaceId, options: &ScanOptions<'_>) -> Result<ScanPage> {
     let (range_start, end) = keys::subtree_range(space, options.root);
-    let mut start = match options.after {
-        Some(after) => keys::after_path(space, after).max(range_start),
-        None => range_start,
-    };
+    let mut start = range_start;
+    if let Some(after) = options.after {
+        start = start.max(keys::after_path(space, after));
+    }
+    if let Some(from) = options.from {
+        start = start.max(keys::history_prefix(space, from));
+    }
     // Byte offset where a descendant's path relative to the root begins.
-    let relative_from = if options.root.is_root() {
-        1
-    } else {
-        options.root.as_str().len() + 1
-    };
+    let relative_from = if options.root.is_root() { 1 } else { options.root.as_str().len() + 1 };
     let mut page = ScanPage::default();
     let mut group: Option<Group> = None;
     let mut examined = 0usize;
@@ -106,10 +107,7 @@ pub fn scan(history: &sled::Tree, space: SpaceId, options: &ScanOptions<'_>) -> 
                     start = keys::after_subtree(space, &path[..relative_from + slash]);
                     continue 'seek;
                 }
-                group = Some(Group {
-                    path: path.to_owned(),
-                    state: None,
-                });
+                group = Some(Group { path: path.to_owned(), state: None });
             }
             if revision <= options.revision
                 && let Some(group) = group.as_mut()
@@ -137,20 +135,13 @@ fn close(group: Group, options: &ScanOptions<'_>, page: &mut ScanPage) -> Contro
         }
     }
     page.resume_after = Some(group.path);
-    if page.entries.len() >= options.limit {
-        ControlFlow::Break(())
-    } else {
-        ControlFlow::Continue(())
-    }
+    if page.entries.len() >= options.limit { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
 }
 
 /// A full page: keep the resume point only if anything follows it.
 fn finish(history: &sled::Tree, space: SpaceId, end: &[u8], mut page: ScanPage) -> Result<ScanPage> {
     if let Some(after) = &page.resume_after
-        && history
-            .range(keys::after_path(space, after)..end.to_vec())
-            .next()
-            .is_none()
+        && history.range(keys::after_path(space, after)..end.to_vec()).next().is_none()
     {
         page.resume_after = None;
     }

@@ -59,16 +59,8 @@ impl Store {
         }
         let defaults = self.limits().default_quota;
         let quota = Quota {
-            max_bytes: if new.quota.max_bytes == 0 {
-                defaults.max_bytes
-            } else {
-                new.quota.max_bytes
-            },
-            max_files: if new.quota.max_files == 0 {
-                defaults.max_files
-            } else {
-                new.quota.max_files
-            },
+            max_bytes: if new.quota.max_bytes == 0 { defaults.max_bytes } else { new.quota.max_bytes },
+            max_files: if new.quota.max_files == 0 { defaults.max_files } else { new.quota.max_files },
         };
         let space = SpaceRecord {
             id: SpaceId::generate(),
@@ -139,11 +131,7 @@ impl Store {
             .spaces
             .scan_prefix([b'd'])
             .keys()
-            .filter_map(|key| {
-                key.ok()
-                    .and_then(|k| <[u8; 16]>::try_from(&k[1..]).ok())
-                    .map(SpaceId::from_bytes)
-            })
+            .filter_map(|key| key.ok().and_then(|k| <[u8; 16]>::try_from(&k[1..]).ok()).map(SpaceId::from_bytes))
             .collect();
         for id in pending {
             tracing::info!(space = %id, "resuming purge of a deleted space");

@@ -20,23 +20,9 @@ type Tree = BTreeMap<String, Node>;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Write {
-        path: usize,
-        content: usize,
-        mode: WriteMode,
-        text: bool,
-        expected: Option<u64>,
-    },
-    ReadAt {
-        path: usize,
-        back: u64,
-    },
-    ListAt {
-        back: u64,
-        page: usize,
-        root: usize,
-        recursive: bool,
-    },
+    Write { path: usize, content: usize, mode: WriteMode, text: bool, expected: Option<u64> },
+    ReadAt { path: usize, back: u64 },
+    ListAt { back: u64, page: usize, root: usize, recursive: bool },
     Reopen,
 }
 
@@ -45,11 +31,7 @@ const DIRS: [&str; 4] = ["/", "/a", "/a/b", "/d"];
 const CONTENTS: [&[u8]; 5] = [b"", b"one\n", b"two\r\nlines", b"bin\0ary", b"\xff\xfe"];
 
 fn op() -> impl Strategy<Value = Op> {
-    let mode = prop_oneof![
-        Just(WriteMode::Overwrite),
-        Just(WriteMode::Append),
-        Just(WriteMode::CreateNew)
-    ];
+    let mode = prop_oneof![Just(WriteMode::Overwrite), Just(WriteMode::Append), Just(WriteMode::CreateNew)];
     prop_oneof![
         6 => (0..PATHS.len(), 0..CONTENTS.len(), mode, any::<bool>(), prop::option::of(0u64..4))
             .prop_map(|(path, content, mode, text, expected)| Op::Write { path, content, mode, text, expected }),
@@ -97,11 +79,7 @@ fn model_write(
             if text && !body.is_empty() {
                 let meta = crate::text::TextMeta::analyze(old);
                 if !meta.is_text {
-                    return Err(if meta.is_utf8 {
-                        Reason::BinaryContent
-                    } else {
-                        Reason::NotUtf8
-                    });
+                    return Err(if meta.is_utf8 { Reason::BinaryContent } else { Reason::NotUtf8 });
                 }
             }
             [old.as_slice(), body].concat()
@@ -121,13 +99,7 @@ fn model_write(
             }
         }
     }
-    next.insert(
-        p.to_owned(),
-        Node::File {
-            version: current + 1,
-            content,
-        },
-    );
+    next.insert(p.to_owned(), Node::File { version: current + 1, content });
     Ok(Some(next))
 }
 
@@ -155,6 +127,7 @@ fn listing(
                     revision,
                     recursive,
                     after: after.as_deref(),
+                    from: None,
                     limit: page,
                     budget: 3,
                     filter: &all,
@@ -281,11 +254,7 @@ proptest! {
 fn deleting_a_space_frees_its_content_and_its_name() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let new = |name: &str| NewSpace {
-        name: name.into(),
-        owner: "p".into(),
-        quota: Quota::default(),
-    };
+    let new = |name: &str| NewSpace { name: name.into(), owner: "p".into(), quota: Quota::default() };
     let keep = store.create_space(new("keep")).unwrap();
     let gone = store.create_space(new("gone")).unwrap();
     let write = |space: SpaceId, p: &str, body: &[u8]| {
@@ -307,14 +276,8 @@ fn deleting_a_space_frees_its_content_and_its_name() {
     store.delete_space(gone.id).unwrap();
     assert!(store.space(gone.id).unwrap().is_none());
     assert!(store.space_id_by_name("gone").unwrap().is_none());
-    assert!(
-        content::exists(&store.trees().content, shared.hash).unwrap(),
-        "still used by another space"
-    );
-    assert!(
-        !content::exists(&store.trees().content, only.hash).unwrap(),
-        "freed with its last version"
-    );
+    assert!(content::exists(&store.trees().content, shared.hash).unwrap(), "still used by another space");
+    assert!(!content::exists(&store.trees().content, only.hash).unwrap(), "freed with its last version");
     assert!(store.node(only.node).unwrap().is_none());
     assert_eq!(store.trees().history.scan_prefix(gone.id.to_bytes()).count(), 0);
     store.create_space(new("gone")).unwrap();
@@ -324,13 +287,7 @@ fn deleting_a_space_frees_its_content_and_its_name() {
 fn large_content_is_chunked_and_verified() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let space = store
-        .create_space(NewSpace {
-            name: "s".into(),
-            owner: "p".into(),
-            quota: Quota::default(),
-        })
-        .unwrap();
+    let space = store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }).unwrap();
     let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let outcome = store
         .write(WriteOp {
@@ -347,11 +304,7 @@ fn large_content_is_chunked_and_verified() {
     let chunks = store.trees().content.scan_prefix(outcome.hash.0).count();
     assert_eq!(chunks, 1 + body.len().div_ceil(content::CHUNK_SIZE));
     // A damaged chunk is DATA_LOSS, never wrong bytes.
-    store
-        .trees()
-        .content
-        .insert(keys::blob_chunk(&outcome.hash.0, 1), &b"tampered"[..])
-        .unwrap();
+    store.trees().content.insert(keys::blob_chunk(&outcome.hash.0, 1), &b"tampered"[..]).unwrap();
     assert_eq!(store.content(outcome.hash).unwrap_err().reason, Reason::DataLoss);
 }
 

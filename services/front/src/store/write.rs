@@ -68,9 +68,7 @@ impl Store {
     /// when `changed`.
     pub fn write(&self, op: WriteOp) -> Result<WriteOutcome> {
         let _guard = self.lock_space(op.space);
-        let space = self
-            .space(op.space)?
-            .ok_or_else(|| Error::space_not_found(&op.space.to_string()))?;
+        let space = self.space(op.space)?.ok_or_else(|| Error::space_not_found(&op.space.to_string()))?;
         let path = &op.path;
         if path.is_root() {
             return Err(not_a_file(path));
@@ -85,9 +83,7 @@ impl Store {
 
         let text_body = matches!(op.body, WriteBody::Text(_));
         if let (Some(entry), WriteMode::CreateNew) = (&existing, op.mode) {
-            let version = self
-                .version(op.space, entry.node, entry.version)?
-                .ok_or_else(|| missing_version(path))?;
+            let version = self.version(op.space, entry.node, entry.version)?.ok_or_else(|| missing_version(path))?;
             return Ok(WriteOutcome {
                 node: entry.node,
                 version: entry.version,
@@ -107,9 +103,8 @@ impl Store {
         };
         let bytes = match (&existing, op.mode) {
             (Some(entry), WriteMode::Append) if !body.is_empty() => {
-                let previous = self
-                    .version(op.space, entry.node, entry.version)?
-                    .ok_or_else(|| missing_version(path))?;
+                let previous =
+                    self.version(op.space, entry.node, entry.version)?.ok_or_else(|| missing_version(path))?;
                 if text_body && !previous.text.is_text {
                     return Err(not_text(path, &previous.text));
                 }
@@ -122,18 +117,11 @@ impl Store {
         };
 
         let limits = self.limits();
-        let limit = if text_body {
-            limits.max_text_bytes
-        } else {
-            limits.max_file_bytes
-        };
+        let limit = if text_body { limits.max_text_bytes } else { limits.max_file_bytes };
         if bytes.len() as u64 > limit {
             return Err(Error::new(
                 Reason::FileTooLarge,
-                format!(
-                    "{path} would be {} bytes, over the limit of {limit} bytes.",
-                    bytes.len()
-                ),
+                format!("{path} would be {} bytes, over the limit of {limit} bytes.", bytes.len()),
             )
             .with("path", path)
             .with("size", bytes.len())
@@ -220,24 +208,14 @@ fn not_a_file(path: &SpacePath) -> Error {
 /// BINARY_CONTENT or NOT_UTF8 for a text operation on a non-text file.
 pub fn not_text(path: &SpacePath, text: &TextMeta) -> Error {
     if text.is_utf8 {
-        Error::new(
-            Reason::BinaryContent,
-            format!("{path} contains NUL bytes, so it is binary, not text."),
-        )
-        .with("path", path)
+        Error::new(Reason::BinaryContent, format!("{path} contains NUL bytes, so it is binary, not text."))
+            .with("path", path)
     } else {
-        Error::new(
-            Reason::NotUtf8,
-            format!("{path} is not valid UTF-8, so it cannot be used as text."),
-        )
-        .with("path", path)
+        Error::new(Reason::NotUtf8, format!("{path} is not valid UTF-8, so it cannot be used as text."))
+            .with("path", path)
     }
 }
 
 fn missing_version(path: &SpacePath) -> Error {
-    Error::new(
-        Reason::DataLoss,
-        format!("The latest version record of {path} is missing."),
-    )
-    .with("path", path)
+    Error::new(Reason::DataLoss, format!("The latest version record of {path} is missing.")).with("path", path)
 }

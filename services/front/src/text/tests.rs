@@ -3,12 +3,7 @@ use proptest::prelude::*;
 use super::*;
 
 fn req(start_line: u64, start_char: u64, max_lines: u64, max_chars: u64) -> SliceRequest {
-    SliceRequest {
-        start_line,
-        start_char,
-        max_lines,
-        max_chars,
-    }
+    SliceRequest { start_line, start_char, max_lines, max_chars }
 }
 
 #[test]
@@ -47,10 +42,7 @@ fn slices_by_lines() {
     let text = "one\ntwo\r\nthree";
     let s = slice(text, req(2, 0, 1, 100)).unwrap();
     assert_eq!(s.content, "two\r\n");
-    assert_eq!(
-        (s.first_line, s.last_line, s.truncated, s.next),
-        (2, 2, false, Some((3, 0)))
-    );
+    assert_eq!((s.first_line, s.last_line, s.truncated, s.next), (2, 2, false, Some((3, 0))));
     let s = slice(text, req(3, 0, 10, 100)).unwrap();
     assert_eq!((s.content.as_str(), s.next), ("three", None));
 }
@@ -65,21 +57,9 @@ fn cuts_by_budget_without_splitting_surrogates() {
 
 #[test]
 fn refuses_bad_positions() {
-    assert_eq!(
-        slice("a\n", req(5, 0, 1, 10)),
-        Err(SliceError::LinePastEnd {
-            start_line: 5,
-            total_lines: 1
-        })
-    );
-    assert_eq!(
-        slice("😀\n", req(1, 1, 1, 10)),
-        Err(SliceError::InsideSurrogatePair { line: 1, start_char: 1 })
-    );
-    assert!(matches!(
-        slice("ab\n", req(1, 9, 1, 10)),
-        Err(SliceError::CharPastEnd { .. })
-    ));
+    assert_eq!(slice("a\n", req(5, 0, 1, 10)), Err(SliceError::LinePastEnd { start_line: 5, total_lines: 1 }));
+    assert_eq!(slice("😀\n", req(1, 1, 1, 10)), Err(SliceError::InsideSurrogatePair { line: 1, start_char: 1 }));
+    assert!(matches!(slice("ab\n", req(1, 9, 1, 10)), Err(SliceError::CharPastEnd { .. })));
     assert_eq!(slice("", req(1, 0, 1, 10)).unwrap().content, "");
 }
 

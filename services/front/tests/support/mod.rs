@@ -15,6 +15,105 @@ use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
+/// The `agentvfs-worker` binary: built next to this package's binaries by a
+/// workspace build, or built here on first use.
+pub fn worker_binary() -> PathBuf {
+    let front = PathBuf::from(env!("CARGO_BIN_EXE_agentvfs-front"));
+    let worker = front.with_file_name("agentvfs-worker");
+    static BUILD: std::sync::Once = std::sync::Once::new();
+    BUILD.call_once(|| {
+        // Always rebuild through cargo: it is a no-op when up to date, and a
+        // stale worker would test old code.
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let mut build = Command::new(cargo);
+        build.args(["build", "-p", "agentvfs-worker", "--bin", "agentvfs-worker"]);
+        if !front.parent().is_some_and(|dir| dir.ends_with("debug")) {
+            build.arg("--release");
+        }
+        let status = build.status().expect("run cargo build");
+        assert!(status.success(), "building agentvfs-worker failed");
+    });
+    worker
+}
+
+/// A running worker process; killed on drop.
+pub struct Worker {
+    child: Child,
+    pub addr: String,
+    front: String,
+    index_dir: PathBuf,
+}
+
+impl Worker {
+    /// Starts a worker that fetches content from `front`, on `listen`.
+    pub async fn start(front: &str, listen: &str, index_dir: &Path) -> Worker {
+        let mut child = Command::new(worker_binary())
+            .args(["--listen", listen, "--front", front, "--index-dir"])
+            .arg(index_dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn agentvfs-worker");
+        let addr = first_line_address(&mut child).await;
+        Worker { child, addr, front: front.to_owned(), index_dir: index_dir.to_owned() }
+    }
+
+    /// SIGKILLs the worker.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again on the same address.
+    pub async fn restart(&mut self) {
+        self.kill();
+        *self = Worker::start(&self.front.clone(), &self.addr.clone(), &self.index_dir.clone()).await;
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A free loopback port (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// A front and a worker that know each other.
+pub struct Stack {
+    pub front: Front,
+    pub worker: Worker,
+}
+
+impl Stack {
+    pub async fn start(front_args: &[&str]) -> Stack {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let front_addr = format!("127.0.0.1:{}", free_port());
+        let worker = Worker::start(&front_addr, "127.0.0.1:0", &temp.path().join("index")).await;
+        let mut args = vec!["--worker", worker.addr.as_str()];
+        args.extend_from_slice(front_args);
+        let data_dir = temp.path().join("data");
+        let mut front = Front::spawn_at(&data_dir, &front_addr, args.iter().map(|s| s.to_string()).collect()).await;
+        front._temp = Some(temp);
+        Stack { front, worker }
+    }
+}
+
+async fn first_line_address(child: &mut Child) -> String {
+    let stdout = child.stdout.take().expect("stdout");
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).map(|_| line)
+    })
+    .await
+    .expect("join")
+    .expect("read stdout");
+    line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}")).to_owned()
+}
+
 /// A running front process; killed on drop.
 pub struct Front {
     child: Child,
@@ -39,9 +138,13 @@ impl Front {
     }
 
     async fn spawn(data_dir: &Path, extra_args: Vec<String>) -> Front {
+        Self::spawn_at(data_dir, "127.0.0.1:0", extra_args).await
+    }
+
+    async fn spawn_at(data_dir: &Path, listen: &str, extra_args: Vec<String>) -> Front {
         let mut command = Command::new(env!("CARGO_BIN_EXE_agentvfs-front"));
         command
-            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .args(["--listen", listen, "--data-dir"])
             .arg(data_dir)
             .args(&extra_args)
             .stdout(Stdio::piped())
@@ -50,26 +153,8 @@ impl Front {
             command.arg("--dev");
         }
         let mut child = command.spawn().expect("spawn agentvfs-front");
-        let stdout = child.stdout.take().expect("stdout");
-        let line = tokio::task::spawn_blocking(move || {
-            let mut line = String::new();
-            BufReader::new(stdout).read_line(&mut line).map(|_| line)
-        })
-        .await
-        .expect("join")
-        .expect("read stdout");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        let front = Front {
-            child,
-            addr,
-            data_dir: data_dir.to_owned(),
-            extra_args,
-            _temp: None,
-        };
+        let addr = first_line_address(&mut child).await;
+        let front = Front { child, addr, data_dir: data_dir.to_owned(), extra_args, _temp: None };
         front.wait_serving().await;
         front
     }
@@ -78,15 +163,9 @@ impl Front {
     async fn wait_serving(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(channel) = Channel::from_shared(format!("http://{}", self.addr))
-                .unwrap()
-                .connect()
-                .await
-            {
+            if let Ok(channel) = Channel::from_shared(format!("http://{}", self.addr)).unwrap().connect().await {
                 let status = HealthClient::new(channel)
-                    .check(tonic_health::pb::HealthCheckRequest {
-                        service: "agentvfs.v1.FileSystem".into(),
-                    })
+                    .check(tonic_health::pb::HealthCheckRequest { service: "agentvfs.v1.FileSystem".into() })
                     .await;
                 if status.is_ok_and(|s| s.into_inner().status == ServingStatus::Serving as i32) {
                     return;
@@ -98,11 +177,7 @@ impl Front {
     }
 
     pub async fn channel(&self) -> Channel {
-        Channel::from_shared(format!("http://{}", self.addr))
-            .unwrap()
-            .connect()
-            .await
-            .expect("connect")
+        Channel::from_shared(format!("http://{}", self.addr)).unwrap().connect().await.expect("connect")
     }
 
     pub async fn fs(&self) -> FileSystemClient<Channel> {
@@ -141,10 +216,7 @@ impl Front {
     pub async fn space(&self, name: &str) -> String {
         self.admin()
             .await
-            .create_space(pb::CreateSpaceRequest {
-                name: name.into(),
-                ..Default::default()
-            })
+            .create_space(pb::CreateSpaceRequest { name: name.into(), ..Default::default() })
             .await
             .expect("create space")
             .into_inner()
@@ -162,18 +234,12 @@ impl Drop for Front {
 /// The reason, code and metadata of an error status.
 pub fn reason(status: &tonic::Status) -> String {
     use tonic_types::StatusExt;
-    status
-        .get_details_error_info()
-        .map(|info| info.reason)
-        .unwrap_or_default()
+    status.get_details_error_info().map(|info| info.reason).unwrap_or_default()
 }
 
 pub fn metadata(status: &tonic::Status, key: &str) -> String {
     use tonic_types::StatusExt;
-    status
-        .get_details_error_info()
-        .and_then(|info| info.metadata.get(key).cloned())
-        .unwrap_or_default()
+    status.get_details_error_info().and_then(|info| info.metadata.get(key).cloned()).unwrap_or_default()
 }
 
 /// Asserts the code and reason, and that the error info is well formed.
@@ -181,10 +247,7 @@ pub fn metadata(status: &tonic::Status, key: &str) -> String {
 pub fn assert_error(status: &tonic::Status, code: tonic::Code, reason_: &str) {
     assert_eq!(status.code(), code, "{status:?}");
     assert_eq!(reason(status), reason_, "{status:?}");
-    assert!(
-        !metadata(status, "nextAction").is_empty(),
-        "nextAction missing: {status:?}"
-    );
+    assert!(!metadata(status, "nextAction").is_empty(), "nextAction missing: {status:?}");
     let retryable = metadata(status, "retryable");
     assert!(retryable == "true" || retryable == "false", "{status:?}");
 }
@@ -208,9 +271,5 @@ pub fn write_bytes(space: &str, path: &str, data: &[u8]) -> pb::WriteRequest {
 }
 
 pub fn read(space: &str, path: &str) -> pb::ReadRequest {
-    pb::ReadRequest {
-        space: space.into(),
-        path: path.into(),
-        ..Default::default()
-    }
+    pb::ReadRequest { space: space.into(), path: path.into(), ..Default::default() }
 }

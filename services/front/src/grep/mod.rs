@@ -1,0 +1,257 @@
+//! `Grep`: the front resolves each page's files from the pinned snapshot and
+//! hands the scan to a worker.
+//!
+//! A page visits files in byte order of path and stops at whichever comes
+//! first: `head_limit` entries, the byte budget, or the file budget. Files
+//! that cannot be scanned as text are listed in `skipped` with a reason. The
+//! page token records the pinned revision, where to resume (a file, and the
+//! last line reported in it) and how much of `offset` is still to skip.
+
+pub mod query;
+
+use std::time::{Duration, Instant};
+
+use agentvfs_proto::v1 as pb;
+
+use crate::error::{Error, Result};
+use crate::grpc::page_token::{PageToken, fingerprint};
+use crate::grpc::{Front, Target};
+use crate::path::SpacePath;
+use crate::store::{Entry, ScanOptions, Store};
+pub use query::GrepQuery;
+
+/// Per-page budgets of a grep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageBudget {
+    pub max_files: usize,
+    pub max_bytes: u64,
+    /// Largest file scanned as text.
+    pub max_text_bytes: u64,
+    /// Bytes of matched text one page may return (keeps replies under the
+    /// message size limit).
+    pub max_output_bytes: u64,
+}
+
+/// Where a grep page starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Cursor {
+    revision: u64,
+    /// Start at this file, skipping its lines up to `line` (inclusive start).
+    from: Option<String>,
+    line: u64,
+    /// Entries of `offset` still to skip.
+    skip: u64,
+}
+
+/// A page of files resolved from the snapshot.
+struct Selection {
+    files: Vec<(SpacePath, Entry)>,
+    skipped: Vec<pb::SkippedFile>,
+    /// The first file not visited, when the walk stopped early.
+    next: Option<String>,
+    visited: u64,
+}
+
+/// Runs one grep page over `target` (a directory or a file).
+pub async fn page(
+    front: &Front,
+    target: &Target,
+    query: &GrepQuery,
+    request: &pb::GrepRequest,
+    deadline: Option<Duration>,
+) -> Result<pb::GrepResponse> {
+    let started = Instant::now();
+    let (store, workers, budget) = (&front.store, &front.workers, front.grep_budget);
+    let (space, root) = (&target.space, &target.path);
+    let mut parts: Vec<&str> = vec!["grep", root.as_str()];
+    let space_id = space.id.to_string();
+    parts.push(&space_id);
+    parts.extend(query.fingerprint_parts.iter().map(String::as_str));
+    let bound = fingerprint(&parts);
+    let cursor = match request.page_token.as_str() {
+        "" => {
+            let revision = if request.at_revision == 0 { space.revision } else { request.at_revision };
+            Cursor { revision, from: None, line: 0, skip: query.offset }
+        }
+        token => {
+            let token = PageToken::decode(token, bound)?;
+            let from = (!token.after.is_empty()).then_some(token.after);
+            Cursor { revision: token.revision, from, line: token.line, skip: token.position }
+        }
+    };
+    Store::check_revision(space, cursor.revision)?;
+
+    let selection = {
+        let (store, space_id, root, query, cursor) =
+            (store.clone(), space.id, root.clone(), query.clone(), cursor.clone());
+        store.clone().blocking(move |_| select(&store, space_id, &root, &query, &cursor, budget)).await?
+    };
+    let mut response = pb::GrepResponse { revision: cursor.revision, ..Default::default() };
+    let mut stats = pb::GrepStats { files_visited: selection.visited, ..Default::default() };
+    let mut resume: Option<(String, u64)> = selection.next.clone().map(|path| (path, 0));
+    let mut skip_left = cursor.skip;
+
+    if !selection.files.is_empty() {
+        let job = pb::GrepJob {
+            pattern: query.pattern.clone(),
+            fixed_strings: query.fixed_strings,
+            case_insensitive: query.case_insensitive,
+            multiline: query.multiline,
+            output_mode: query.mode as i32,
+            before_context: query.before,
+            after_context: query.after,
+            files: selection
+                .files
+                .iter()
+                .map(|(path, entry)| pb::GrepFileRef {
+                    path: path.to_string(),
+                    node_id: entry.node.to_string(),
+                    version: entry.version,
+                    hash: entry.hash.to_hex(),
+                    size: entry.size,
+                })
+                .collect(),
+            resume_after_line: if selection.files[0].0.as_str() == cursor.from.as_deref().unwrap_or("") {
+                cursor.line
+            } else {
+                0
+            },
+            max_entries: u64::from(query.head_limit),
+            skip_entries: cursor.skip,
+            max_output_bytes: budget.max_output_bytes,
+        };
+        let result = workers.grep(job, deadline).await?;
+        stats.bytes_scanned = result.bytes_scanned;
+        skip_left = cursor.skip.saturating_sub(result.entries_skipped);
+        let done = result.files_done as usize;
+        if done < selection.files.len() {
+            resume = Some((selection.files[done].0.to_string(), result.stopped_after_line));
+        }
+        response.skipped.extend(result.skipped);
+        convert(query, &selection.files, result.entries, &mut response);
+    }
+    // Skipped files past the resume point are listed again on the page that visits them.
+    response.skipped.extend(selection.skipped);
+    if let Some((from, _)) = &resume {
+        response.skipped.retain(|s| s.path.as_str() < from.as_str());
+    }
+    response.skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    stats.files_matched = response.files.len() as u64
+        + response.matches.iter().map(|m| m.path.as_str()).collect::<std::collections::BTreeSet<_>>().len() as u64;
+    stats.elapsed_micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    response.stats = Some(stats);
+    match resume {
+        Some((from, line)) => {
+            response.next_page_token =
+                PageToken { fingerprint: bound, revision: cursor.revision, after: from, position: skip_left, line }
+                    .encode();
+        }
+        None => response.complete = true,
+    }
+    Ok(response)
+}
+
+/// Walks the snapshot from the cursor and picks the files of one page.
+fn select(
+    store: &Store,
+    space: crate::ids::SpaceId,
+    root: &SpacePath,
+    query: &GrepQuery,
+    cursor: &Cursor,
+    budget: PageBudget,
+) -> Result<Selection> {
+    let mut selection = Selection { files: Vec::new(), skipped: Vec::new(), next: None, visited: 0 };
+    // A file as the root: the search covers just that file.
+    let root_entry = store.entry(space, root, Some(cursor.revision))?.ok_or_else(|| Error::not_found(root))?;
+    let candidates: Vec<(SpacePath, Entry)> = if root_entry.is_dir() {
+        let filter = |path: &SpacePath, entry: &Entry| !entry.is_dir() && query.selects(root, path);
+        let page = store.scan(
+            space,
+            &ScanOptions {
+                root,
+                revision: cursor.revision,
+                recursive: true,
+                after: None,
+                from: cursor.from.as_deref(),
+                limit: budget.max_files + 1,
+                budget: usize::MAX,
+                filter: &filter,
+            },
+        )?;
+        page.entries
+    } else if cursor.from.as_deref().is_none_or(|from| from == root.as_str()) {
+        vec![(root.clone(), root_entry)]
+    } else {
+        Vec::new()
+    };
+    let mut bytes = 0u64;
+    for (path, entry) in candidates {
+        let over_budget = selection.visited as usize >= budget.max_files
+            || (!selection.files.is_empty() && bytes + entry.size > budget.max_bytes);
+        if over_budget {
+            selection.next = Some(path.to_string());
+            break;
+        }
+        selection.visited += 1;
+        let reason = if !entry.is_text {
+            Some("binary")
+        } else if entry.size > budget.max_text_bytes {
+            Some("too_large")
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => {
+                selection.skipped.push(pb::SkippedFile { path: path.to_string(), reason: reason.to_owned() })
+            }
+            None => {
+                bytes += entry.size;
+                selection.files.push((path, entry));
+            }
+        }
+    }
+    Ok(selection)
+}
+
+/// Worker entries to response entries.
+fn convert(
+    query: &GrepQuery,
+    files: &[(SpacePath, Entry)],
+    entries: Vec<pb::GrepJobEntry>,
+    out: &mut pb::GrepResponse,
+) {
+    for entry in entries {
+        let Some((path, file)) = files.get(entry.file_index as usize) else { continue };
+        match query.mode {
+            pb::GrepOutputMode::Content => {
+                let line_number = |n: u64| if query.line_numbers { n } else { 0 };
+                let context = |lines: Vec<pb::ContextLine>| {
+                    lines
+                        .into_iter()
+                        .map(|l| pb::ContextLine { line_number: line_number(l.line_number), ..l })
+                        .collect()
+                };
+                out.matches.push(pb::GrepMatch {
+                    path: path.to_string(),
+                    node_id: file.node.to_string(),
+                    version: file.version,
+                    hash: file.hash.to_hex(),
+                    line_number: line_number(entry.line_number),
+                    column: entry.column,
+                    line: entry.line,
+                    clipped: entry.clipped,
+                    submatches: entry.submatches,
+                    before: context(entry.before),
+                    after: context(entry.after),
+                });
+            }
+            pb::GrepOutputMode::FilesWithMatches | pb::GrepOutputMode::Count => out.files.push(pb::GrepFile {
+                path: path.to_string(),
+                node_id: file.node.to_string(),
+                version: file.version,
+                hash: file.hash.to_hex(),
+                count: entry.count,
+            }),
+        }
+    }
+}

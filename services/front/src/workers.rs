@@ -1,0 +1,118 @@
+//! The front's side of the worker contract: a bounded job queue and the
+//! pool of workers jobs are spread over.
+//!
+//! Jobs wait for a slot in a bounded queue; when it is full a call fails at
+//! once with OVERLOADED instead of piling up. A job goes to the next worker in
+//! turn; one that cannot be reached is skipped for the next. When none
+//! answers, the call fails with WORKER_UNAVAILABLE; nothing else depends on
+//! the workers.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use agentvfs_proto::v1 as pb;
+use agentvfs_proto::v1::worker_client::WorkerClient;
+use tokio::sync::Semaphore;
+use tonic::Code;
+use tonic::transport::{Channel, Endpoint};
+use tonic_types::StatusExt;
+
+use crate::error::{Error, Reason, Result};
+
+/// How long a caller is told to wait before retrying an overloaded queue.
+const RETRY_AFTER: Duration = Duration::from_millis(250);
+
+/// Workers and the queue in front of them.
+#[derive(Debug)]
+pub struct Workers {
+    clients: Vec<(String, WorkerClient<Channel>)>,
+    next: AtomicUsize,
+    running: Semaphore,
+    waiting: AtomicUsize,
+    max_waiting: usize,
+}
+
+impl Workers {
+    /// Channels to `addresses` (connected lazily, so the front starts without
+    /// them); `concurrency` jobs run at once and `queue` more may wait.
+    pub fn new(addresses: &[String], concurrency: usize, queue: usize) -> Result<Self, String> {
+        let clients = addresses
+            .iter()
+            .map(|address| {
+                let uri = if address.contains("://") { address.clone() } else { format!("http://{address}") };
+                let channel = Endpoint::from_shared(uri)
+                    .map_err(|e| format!("worker address {address:?} is not valid: {e}"))?
+                    .tcp_nodelay(true)
+                    .connect_timeout(Duration::from_secs(2))
+                    .connect_lazy();
+                let client =
+                    WorkerClient::new(channel).max_decoding_message_size(16 << 20).max_encoding_message_size(16 << 20);
+                Ok((address.clone(), client))
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(Self {
+            clients,
+            next: AtomicUsize::new(0),
+            running: Semaphore::new(concurrency.max(1)),
+            waiting: AtomicUsize::new(0),
+            max_waiting: queue,
+        })
+    }
+
+    /// Jobs waiting for a slot now.
+    pub fn queue_depth(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Runs one grep job on some worker, within `deadline` if given.
+    pub async fn grep(&self, job: pb::GrepJob, deadline: Option<Duration>) -> Result<pb::GrepJobResult> {
+        if self.clients.is_empty() {
+            return Err(unavailable("No worker is configured for this server."));
+        }
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.max_waiting {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return Err(Error::new(Reason::Overloaded, "Too many searches are waiting; retry shortly.")
+                .with("queueDepth", self.max_waiting)
+                .retry_after(RETRY_AFTER));
+        }
+        let permit = self.running.acquire().await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        let _permit = permit.map_err(|_| unavailable("The job queue is closed."))?;
+
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut last_failure = String::new();
+        for attempt in 0..self.clients.len() {
+            let (address, client) = &self.clients[(start + attempt) % self.clients.len()];
+            let mut request = tonic::Request::new(job.clone());
+            if let Some(deadline) = deadline {
+                request.set_timeout(deadline);
+            }
+            match client.clone().run_grep(request).await {
+                Ok(response) => return Ok(response.into_inner()),
+                Err(status) if status.code() == Code::InvalidArgument => return Err(forwarded(&status)),
+                Err(status) if status.code() == Code::DeadlineExceeded || status.code() == Code::Cancelled => {
+                    return Err(unavailable("The search did not finish before the call's deadline.")
+                        .next_action("Retry with a longer deadline, or narrow the search with path, glob or type."));
+                }
+                Err(status) => {
+                    tracing::warn!(worker = %address, code = ?status.code(), message = status.message(), "worker failed a job");
+                    last_failure = status.message().to_owned();
+                }
+            }
+        }
+        Err(unavailable("No worker could run the search.").with("detail", last_failure))
+    }
+}
+
+fn unavailable(message: &str) -> Error {
+    Error::new(Reason::WorkerUnavailable, message).retry_after(Duration::from_secs(1))
+}
+
+/// A worker's refusal (a pattern that does not compile within bounds).
+fn forwarded(status: &tonic::Status) -> Error {
+    let reason = match status.get_details_error_info().map(|info| info.reason) {
+        Some(reason) if reason == "INVALID_PATTERN" => Reason::InvalidPattern,
+        _ => Reason::InvalidArgument,
+    };
+    Error::new(reason, status.message().to_owned()).field("pattern")
+}

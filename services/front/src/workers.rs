@@ -69,15 +69,20 @@ impl Workers {
         if self.clients.is_empty() {
             return Err(unavailable("No worker is configured for this server."));
         }
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.max_waiting {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-            return Err(Error::new(Reason::Overloaded, "Too many searches are waiting; retry shortly.")
-                .with("queueDepth", self.max_waiting)
-                .retry_after(RETRY_AFTER));
-        }
-        let permit = self.running.acquire().await;
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
-        let _permit = permit.map_err(|_| unavailable("The job queue is closed."))?;
+        let _permit = match self.running.try_acquire() {
+            Ok(permit) => permit,
+            Err(_) => {
+                if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.max_waiting {
+                    self.waiting.fetch_sub(1, Ordering::AcqRel);
+                    return Err(Error::new(Reason::Overloaded, "Too many searches are waiting; retry shortly.")
+                        .with("queueDepth", self.max_waiting)
+                        .retry_after(RETRY_AFTER));
+                }
+                let permit = self.running.acquire().await;
+                self.waiting.fetch_sub(1, Ordering::AcqRel);
+                permit.map_err(|_| unavailable("The job queue is closed."))?
+            }
+        };
 
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let mut last_failure = String::new();

@@ -161,3 +161,54 @@ async fn pages_pin_their_snapshot_while_files_change() {
     let expected: Vec<_> = (0..6).flat_map(|i| [(format!("/f{i}.txt"), 1), (format!("/f{i}.txt"), 3)]).collect();
     assert_eq!(seen, expected);
 }
+
+#[tokio::test]
+async fn jobs_spread_over_workers_and_survive_losing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let front_addr = format!("127.0.0.1:{}", support::free_port());
+    let mut first = support::Worker::start(&front_addr, "127.0.0.1:0", &dir.path().join("i1")).await;
+    let mut second = support::Worker::start(&front_addr, "127.0.0.1:0", &dir.path().join("i2")).await;
+    let both = format!("{},{}", first.addr, second.addr);
+    let front = support::Front::start_at_with(&front_addr, dir.path(), &["--worker", &both]).await;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    fs.write(write_text("s", "/a.txt", "TODO\n")).await.unwrap();
+    for _ in 0..4 {
+        assert_eq!(fs.grep(grep("TODO")).await.unwrap().into_inner().files.len(), 1);
+    }
+    first.kill();
+    for _ in 0..4 {
+        assert_eq!(fs.grep(grep("TODO")).await.unwrap().into_inner().files.len(), 1, "the other worker answers");
+    }
+    second.kill();
+    assert_error(&fs.grep(grep("TODO")).await.unwrap_err(), Code::Unavailable, "WORKER_UNAVAILABLE");
+}
+
+#[tokio::test]
+async fn a_full_queue_fails_fast_with_overloaded() {
+    let stack = Stack::start(&["--grep-concurrency", "1", "--grep-queue", "0"]).await;
+    stack.front.space("s").await;
+    let mut fs = stack.front.fs().await;
+    for i in 0..50 {
+        fs.write(write_text("s", &format!("/f{i:02}.txt"), &"some text to scan\n".repeat(2000))).await.unwrap();
+    }
+    let calls = (0..8).map(|_| {
+        let mut fs = fs.clone();
+        tokio::spawn(async move {
+            fs.grep(pb::GrepRequest { case_insensitive: true, glob: "*.txt".into(), ..grep("t.xt") }).await
+        })
+    });
+    let mut overloaded = 0;
+    for call in calls.collect::<Vec<_>>() {
+        match call.await.unwrap() {
+            Ok(response) => assert_eq!(response.into_inner().files.len(), 50),
+            Err(status) => {
+                assert_error(&status, Code::ResourceExhausted, "OVERLOADED");
+                use tonic_types::StatusExt;
+                assert!(status.get_error_details().retry_info().is_some());
+                overloaded += 1;
+            }
+        }
+    }
+    assert!(overloaded > 0, "eight simultaneous searches on a one-slot queue must shed some");
+}

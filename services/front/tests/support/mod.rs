@@ -137,6 +137,11 @@ impl Front {
         front
     }
 
+    /// Starts a dev-mode front on `listen` with its store in `dir`.
+    pub async fn start_at_with(listen: &str, dir: &Path, args: &[&str]) -> Front {
+        Self::spawn_at(&dir.join("data"), listen, args.iter().map(|s| s.to_string()).collect()).await
+    }
+
     async fn spawn(data_dir: &Path, extra_args: Vec<String>) -> Front {
         Self::spawn_at(data_dir, "127.0.0.1:0", extra_args).await
     }

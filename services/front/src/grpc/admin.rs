@@ -9,7 +9,8 @@ use super::{Services, convert, page_size};
 use crate::auth::Need;
 use crate::error::{Error, Reason};
 use crate::path::SpacePath;
-use crate::store::{NewSpace, Quota};
+use crate::reference::Reference;
+use crate::store::{NewSpace, Quota, Role};
 use crate::system_files::{Function, valid_function_name};
 
 /// Most functions in one registration.
@@ -169,6 +170,129 @@ impl Admin for Services {
             revision: generated.revision,
         }))
     }
+
+    async fn set_access(&self, request: Request<pb::SetAccessRequest>) -> Result<Response<pb::Space>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        let role = match pb::Role::try_from(req.role) {
+            Ok(pb::Role::Unspecified) => None,
+            Ok(pb::Role::Viewer) => Some(Role::Viewer),
+            Ok(pb::Role::Editor) => Some(Role::Editor),
+            Ok(pb::Role::Owner) => Some(Role::Owner),
+            Err(_) => return Err(Error::invalid_argument("role", format!("Unknown role {}.", req.role)).into()),
+        };
+        if req.principal.is_empty() || req.principal.len() > 256 || req.principal.chars().any(char::is_control) {
+            return Err(Error::invalid_argument("principal", "principal must be 1-256 printable characters.").into());
+        }
+        let space = front
+            .store
+            .clone()
+            .blocking(move |store| {
+                let space = front.space(&caller, &req.space, Need::Admin)?;
+                store.update_space(space.id, &caller.principal, |space| {
+                    space.access.retain(|(p, _)| p != &req.principal);
+                    if let Some(role) = role {
+                        space.access.push((req.principal.clone(), role));
+                        space.access.sort();
+                    }
+                    if !space.access.iter().any(|(_, r)| *r == Role::Owner) {
+                        return Err(
+                            Error::new(Reason::InvalidArgument, "A space keeps at least one owner.").field("role")
+                        );
+                    }
+                    Ok(())
+                })
+            })
+            .await?;
+        self.front.store.durable().await?;
+        Ok(Response::new(convert::space(&space)))
+    }
+
+    async fn set_quota(&self, request: Request<pb::SetQuotaRequest>) -> Result<Response<pb::Space>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        let requested = req.quota.unwrap_or_default();
+        let space = front
+            .store
+            .clone()
+            .blocking(move |store| {
+                let space = front.space(&caller, &req.space, Need::Admin)?;
+                let quota =
+                    store.effective_quota(Quota { max_bytes: requested.max_bytes, max_files: requested.max_files });
+                store.update_space(space.id, &caller.principal, |space| {
+                    space.quota = quota;
+                    Ok(())
+                })
+            })
+            .await?;
+        self.front.store.durable().await?;
+        Ok(Response::new(convert::space(&space)))
+    }
+
+    async fn remove(&self, request: Request<pb::RemoveRequest>) -> Result<Response<pb::RemoveResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        let (removed, revision) = front
+            .store
+            .clone()
+            .blocking(move |store| {
+                let space = front.space(&caller, &req.space, Need::Admin)?;
+                let reference =
+                    Reference::parse(&req.path).map_err(|e| super::reference_error(e, "path", &req.path))?;
+                store.mutate(space.id, &caller.principal, true, |store, commit| match reference {
+                    Reference::Item(node) if store.trashed(space.id, node)?.is_some() => {
+                        commit.remove_trashed(store, node)
+                    }
+                    Reference::Item(node) => {
+                        let record = store
+                            .node(node)?
+                            .filter(|r| r.space == space.id)
+                            .ok_or_else(|| Error::not_found(&req.path))?;
+                        remove_live(store, commit, &SpacePath::from_stored(record.path), req.recursive)
+                    }
+                    Reference::Absolute(path) | Reference::Relative(path) => {
+                        remove_live(store, commit, &path, req.recursive)
+                    }
+                    _ => Err(Error::invalid_argument(
+                        "path",
+                        "Name a path or an agentvfs:item: reference in this space.",
+                    )),
+                })
+            })
+            .await?;
+        self.front.store.durable().await?;
+        Ok(Response::new(pb::RemoveResponse { removed: removed as u64, revision }))
+    }
+
+    async fn restore(&self, request: Request<pb::RestoreRequest>) -> Result<Response<pb::RestoreResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        let ((path, restored), revision) = front
+            .store
+            .clone()
+            .blocking(move |store| {
+                let space = front.space(&caller, &req.space, Need::Admin)?;
+                let reference = Reference::parse(&req.reference)
+                    .map_err(|e| super::reference_error(e, "reference", &req.reference))?;
+                let node = match reference {
+                    Reference::Item(node) => node,
+                    Reference::Absolute(path) | Reference::Relative(path) => store
+                        .trashed_at(space.id, &path)?
+                        .ok_or_else(|| Error::not_found(format!("{path} in the trash")))?,
+                    _ => {
+                        return Err(Error::invalid_argument("reference", "Name a trashed item by ID or original path."));
+                    }
+                };
+                store.mutate(space.id, &caller.principal, true, |store, commit| commit.restore(store, node))
+            })
+            .await?;
+        self.front.store.durable().await?;
+        Ok(Response::new(pb::RestoreResponse { path: path.to_string(), restored: restored as u64, revision }))
+    }
 }
 
 fn parse_functions(functions: Vec<pb::FunctionSpec>) -> Result<Vec<Function>, Error> {
@@ -203,4 +327,22 @@ fn parse_functions(functions: Vec<pb::FunctionSpec>) -> Result<Vec<Function>, Er
             })
         })
         .collect()
+}
+
+/// Removes a live path; a folder with contents needs `recursive`.
+fn remove_live(
+    store: &crate::store::Store,
+    commit: &mut crate::store::Commit,
+    path: &SpacePath,
+    recursive: bool,
+) -> Result<usize, Error> {
+    let subtree = commit.subtree(store, path)?;
+    if subtree.len() > 1 && !recursive {
+        return Err(Error::new(
+            Reason::InvalidArgument,
+            format!("{path} is a folder with {} entries; set recursive to remove it all.", subtree.len() - 1),
+        )
+        .field("recursive"));
+    }
+    commit.remove(store, path)
 }

@@ -66,7 +66,13 @@ pub(super) fn edit(front: &Front, caller: &Caller, req: pb::EditRequest) -> Resu
 }
 
 /// `base_version` when given; otherwise the session's read-before-edit record.
-fn check_base(front: &Front, caller: &Caller, target: &Target, entry: &Entry, base: Option<u64>) -> Result<()> {
+pub(super) fn check_base(
+    front: &Front,
+    caller: &Caller,
+    target: &Target,
+    entry: &Entry,
+    base: Option<u64>,
+) -> Result<()> {
     let path = &target.path;
     if let Some(base) = base {
         if base != entry.version {
@@ -97,7 +103,7 @@ fn check_base(front: &Front, caller: &Caller, target: &Target, entry: &Entry, ba
     }
 }
 
-fn parse_edits(edits: &[pb::TextEdit]) -> Result<Vec<EditOp>> {
+pub(super) fn parse_edits(edits: &[pb::TextEdit]) -> Result<Vec<EditOp>> {
     if edits.is_empty() {
         return Err(Error::invalid_argument("edits", "Give at least one edit."));
     }
@@ -137,7 +143,7 @@ fn parse_edits(edits: &[pb::TextEdit]) -> Result<Vec<EditOp>> {
         .collect()
 }
 
-fn failure(failure: EditFailure, target: &Target) -> Error {
+pub(super) fn failure(failure: EditFailure, target: &Target) -> Error {
     let i = failure.index;
     let path = &target.path;
     let error = match failure.kind {

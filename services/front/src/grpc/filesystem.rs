@@ -306,6 +306,24 @@ impl FileSystem for Services {
         }))
     }
 
+    async fn batch(&self, request: Request<pb::BatchRequest>) -> Result<Response<pb::BatchResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        let response = front
+            .store
+            .clone()
+            .blocking({
+                let front = front.clone();
+                move |_| super::batch::batch(&front, &caller, &req)
+            })
+            .await?;
+        if response.applied_changes {
+            front.store.durable().await?;
+        }
+        Ok(Response::new(response))
+    }
+
     async fn grep(&self, request: Request<pb::GrepRequest>) -> Result<Response<pb::GrepResponse>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;

@@ -3,6 +3,7 @@
 //! become proto messages. Proto types stop here.
 
 mod admin;
+mod batch;
 mod content;
 mod convert;
 mod edit;
@@ -105,7 +106,8 @@ impl Front {
         // A relative path stays open until the space (and so the base) is known.
         let (named_space, path) = match parsed {
             Reference::Item(node) => {
-                let record = self.store.node(node)?.ok_or_else(|| Error::not_found(echo(reference)))?;
+                let record = self.store.node(node)?.filter(|r| !r.trashed);
+                let record = record.ok_or_else(|| Error::not_found(echo(reference)))?;
                 (Some(record.space), Ok(SpacePath::from_stored(record.path)))
             }
             Reference::SpaceRoot(id) => (Some(id), Ok(SpacePath::root())),

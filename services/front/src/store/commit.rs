@@ -12,7 +12,8 @@ use sled::Transactional;
 use sled::transaction::ConflictableTransactionError;
 
 use super::records::{
-    Change, ChangeKind, Entry, Kind, NodeRecord, RevisionRecord, SpaceRecord, VersionRecord, decode, encode, now_ms,
+    Change, ChangeKind, Entry, Hash, Kind, NodeRecord, RevisionRecord, SpaceRecord, TrashRecord, VersionRecord, decode,
+    encode, now_ms,
 };
 use super::{Store, content, keys};
 use crate::error::{Error, Reason, Result};
@@ -36,6 +37,23 @@ pub(crate) struct Commit {
     pub creating: bool,
     /// A new list of registered functions, when it changes.
     pub functions: Option<Vec<Function>>,
+    /// Records deleted for good (permanent removal).
+    pub purge: Vec<Purge>,
+    /// Trash records written (`Some`) or dropped (`None`), by key.
+    pub trash: Vec<(Vec<u8>, Option<TrashRecord>)>,
+}
+
+/// A record a permanent removal deletes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Purge {
+    /// A history key of a removed path.
+    History(Vec<u8>),
+    /// A version record, with the content reference it releases.
+    Version {
+        key: Vec<u8>,
+        hash: Hash,
+    },
+    Node(NodeId),
 }
 
 #[derive(Debug)]
@@ -43,7 +61,8 @@ pub(crate) struct NewVersion {
     pub node: NodeId,
     pub number: u64,
     pub record: VersionRecord,
-    pub bytes: Arc<Vec<u8>>,
+    /// The content, or `None` when it is already stored (a copy).
+    pub bytes: Option<Arc<Vec<u8>>>,
 }
 
 impl Commit {
@@ -60,6 +79,8 @@ impl Commit {
             changes: Vec::new(),
             creating: false,
             functions: None,
+            purge: Vec::new(),
+            trash: Vec::new(),
         }
     }
 
@@ -117,7 +138,7 @@ impl Commit {
             user_modified: false,
         };
         self.space.usage.directories += 1;
-        self.nodes.push((node, NodeRecord { space: self.space.id, path: path.to_string() }));
+        self.nodes.push((node, NodeRecord { space: self.space.id, path: path.to_string(), trashed: false }));
         self.changes.push(Change {
             kind: ChangeKind::Mkdir,
             node,
@@ -163,7 +184,7 @@ impl Commit {
         usage.bytes = usage.bytes - previous.map_or(0, |e| e.size) + record.size;
         if previous.is_none() {
             usage.files += 1;
-            self.nodes.push((node, NodeRecord { space: self.space.id, path: path.to_string() }));
+            self.nodes.push((node, NodeRecord { space: self.space.id, path: path.to_string(), trashed: false }));
         }
         self.changes.push(Change {
             kind: if previous.is_some() { ChangeKind::Modified } else { ChangeKind::Created },
@@ -173,7 +194,7 @@ impl Commit {
             old_path: None,
             version: number,
         });
-        self.versions.push(NewVersion { node, number, record, bytes });
+        self.versions.push(NewVersion { node, number, record, bytes: Some(bytes) });
         self.entries.push((path.clone(), Some(entry.clone())));
         entry
     }
@@ -229,8 +250,10 @@ impl Store {
             principal: commit.principal.clone(),
             changes: commit.changes.clone(),
         });
-        (&t.spaces, &t.current, &t.history, &t.nodes, &t.versions, &t.content, &t.revlog).transaction(
-            |(spaces, current, history, nodes, versions, content, revlog)| {
+        let trash_values: Vec<_> =
+            commit.trash.iter().map(|(key, record)| (key, record.as_ref().map(encode))).collect();
+        (&t.spaces, &t.current, &t.history, &t.nodes, &t.versions, &t.content, &t.revlog, &t.trash).transaction(
+            |(spaces, current, history, nodes, versions, content, revlog, trash)| {
                 if commit.creating {
                     if spaces.get(&name_key)?.is_some() {
                         return Err(ConflictableTransactionError::Abort(
@@ -271,7 +294,28 @@ impl Store {
                 for version in &commit.versions {
                     let key = keys::version(commit.space.id, version.node, version.number);
                     versions.insert(key, encode(&version.record))?;
-                    content::add_ref(content, version.record.hash, &version.bytes)?;
+                    content::add_ref(content, version.record.hash, version.bytes.as_deref().map(Vec::as_slice))?;
+                }
+                for purge in &commit.purge {
+                    match purge {
+                        Purge::History(key) => {
+                            history.remove(key.as_slice())?;
+                        }
+                        Purge::Version { key, hash } => {
+                            if versions.remove(key.as_slice())?.is_some() {
+                                content::drop_ref(content, *hash)?;
+                            }
+                        }
+                        Purge::Node(node) => {
+                            nodes.remove(keys::node(*node))?;
+                        }
+                    }
+                }
+                for (key, value) in &trash_values {
+                    match value {
+                        Some(value) => trash.insert(key.as_slice(), value.as_slice())?,
+                        None => trash.remove(key.as_slice())?,
+                    };
                 }
                 if let Some(functions) = &functions_value {
                     spaces.insert(keys::functions(commit.space.id), functions.as_slice())?;

@@ -13,8 +13,9 @@ pub const CHUNK_SIZE: usize = 64 * 1024;
 
 type TxResult<T> = std::result::Result<T, ConflictableTransactionError<Error>>;
 
-/// Adds one reference to `hash`, storing `bytes` if they are new.
-pub fn add_ref(tree: &TransactionalTree, hash: Hash, bytes: &[u8]) -> TxResult<()> {
+/// Adds one reference to `hash`, storing `bytes` if they are new (`None`:
+/// the content must already be stored).
+pub fn add_ref(tree: &TransactionalTree, hash: Hash, bytes: Option<&[u8]>) -> TxResult<()> {
     let meta_key = keys::blob_meta(&hash.0);
     let meta = match tree.get(&meta_key)? {
         Some(raw) => {
@@ -23,6 +24,9 @@ pub fn add_ref(tree: &TransactionalTree, hash: Hash, bytes: &[u8]) -> TxResult<(
             meta
         }
         None => {
+            let bytes = bytes.ok_or_else(|| {
+                ConflictableTransactionError::Abort(Error::internal("a copy references content that is not stored"))
+            })?;
             let chunks = bytes.chunks(CHUNK_SIZE);
             let count = u32::try_from(chunks.len())
                 .map_err(|_| ConflictableTransactionError::Abort(Error::internal("content has too many chunks")))?;

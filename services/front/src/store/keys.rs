@@ -15,6 +15,7 @@
 //! | `content` | hash `m` | `BlobMeta` |
 //! | `content` | hash `c` chunk | bytes (≤ [`super::content::CHUNK_SIZE`]) |
 //! | `revlog` | space revision | `RevisionRecord` |
+//! | `trash` | space node | `TrashRecord` (a trashed subtree) |
 //!
 //! Paths never contain NUL, so `00` separates a path from its revision and
 //! all revisions of one path sort together, in path byte order.
@@ -131,6 +132,12 @@ pub fn blob_chunk(hash: &[u8; 32], index: u32) -> Vec<u8> {
     let mut key = hash.to_vec();
     key.push(b'c');
     key.extend_from_slice(&index.to_be_bytes());
+    key
+}
+
+pub fn trash(space: SpaceId, node: NodeId) -> Vec<u8> {
+    let mut key = space.to_bytes().to_vec();
+    key.extend_from_slice(&node.to_bytes());
     key
 }
 

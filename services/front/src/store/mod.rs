@@ -18,14 +18,16 @@ pub mod keys;
 pub mod records;
 mod snapshot;
 mod spaces;
+mod structure;
 mod write;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+pub(crate) use commit::Commit;
 pub use flusher::Durability;
 pub use generate::Generated;
-pub use records::{Entry, Hash, Kind, NodeRecord, Quota, Role, SpaceRecord, Usage, VersionRecord};
+pub use records::{ChangeKind, Entry, Hash, Kind, NodeRecord, Quota, Role, SpaceRecord, Usage, VersionRecord};
 pub use snapshot::{ScanOptions, ScanPage};
 pub use spaces::NewSpace;
 pub use write::{Actor, WriteBody, WriteMode, WriteOp, WriteOutcome, not_text, version_conflict};
@@ -84,6 +86,7 @@ struct Trees {
     versions: sled::Tree,
     content: sled::Tree,
     revlog: sled::Tree,
+    trash: sled::Tree,
 }
 
 /// Why the store could not be opened.
@@ -119,6 +122,7 @@ impl Store {
             versions: tree("versions").map_err(sled_err)?,
             content: tree("content").map_err(sled_err)?,
             revlog: tree("revlog").map_err(sled_err)?,
+            trash: tree("trash").map_err(sled_err)?,
         };
         match db.get(FORMAT_KEY).map_err(sled_err)? {
             Some(found) if found != FORMAT => {

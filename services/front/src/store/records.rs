@@ -113,6 +113,20 @@ impl Entry {
 pub struct NodeRecord {
     pub space: SpaceId,
     pub path: String,
+    /// In the trash: hidden from the tree, restorable.
+    pub trashed: bool,
+}
+
+/// A trashed subtree, kept so that `Restore` can put it back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrashRecord {
+    /// Where the subtree's root was.
+    pub path: String,
+    pub revision: u64,
+    pub time_ms: i64,
+    pub principal: String,
+    /// Every entry of the subtree, root first, at its original path.
+    pub entries: Vec<(String, Entry)>,
 }
 
 /// One immutable version of a file.

@@ -57,11 +57,7 @@ impl Store {
         if self.space_id_by_name(&new.name)?.is_some() {
             return Err(already_exists(&new.name));
         }
-        let defaults = self.limits().default_quota;
-        let quota = Quota {
-            max_bytes: if new.quota.max_bytes == 0 { defaults.max_bytes } else { new.quota.max_bytes },
-            max_files: if new.quota.max_files == 0 { defaults.max_files } else { new.quota.max_files },
-        };
+        let quota = self.effective_quota(new.quota);
         let space = SpaceRecord {
             id: SpaceId::generate(),
             name: new.name.clone(),
@@ -102,6 +98,30 @@ impl Store {
         commit.space.usage.directories -= 1;
         self.apply(&commit)?;
         Ok(commit.space)
+    }
+
+    /// Changes a space's settings (access list, quota) as one commit.
+    pub fn update_space(
+        &self,
+        id: SpaceId,
+        principal: &str,
+        change: impl FnOnce(&mut SpaceRecord) -> Result<()>,
+    ) -> Result<SpaceRecord> {
+        let _guard = self.lock_space(id);
+        let space = self.space(id)?.ok_or_else(|| Error::space_not_found(&id.to_string()))?;
+        let mut commit = Commit::new(space, principal);
+        change(&mut commit.space)?;
+        self.apply(&commit)?;
+        Ok(commit.space)
+    }
+
+    /// The quota a request asks for, zero fields taking the server default.
+    pub fn effective_quota(&self, requested: Quota) -> Quota {
+        let defaults = self.limits().default_quota;
+        Quota {
+            max_bytes: if requested.max_bytes == 0 { defaults.max_bytes } else { requested.max_bytes },
+            max_files: if requested.max_files == 0 { defaults.max_files } else { requested.max_files },
+        }
     }
 
     /// Deletes a space and everything in it. The space disappears atomically;
@@ -162,7 +182,7 @@ impl Store {
             }
             t.history.remove(key)?;
         }
-        for tree in [&t.current, &t.revlog] {
+        for tree in [&t.current, &t.revlog, &t.trash] {
             for key in tree.scan_prefix(prefix).keys() {
                 tree.remove(key?)?;
             }

@@ -1,0 +1,288 @@
+//! `Batch`: up to 20 structural actions previewed, or applied atomically as
+//! one commit at one revision.
+
+use std::sync::Arc;
+
+use agentvfs_proto::v1 as pb;
+use prost::Message as _;
+
+use super::edit::{check_base, failure, parse_edits};
+use super::{Front, Target, reference_error};
+use crate::auth::{Caller, Need};
+use crate::edit;
+use crate::error::{Error, Reason, Result};
+use crate::path::SpacePath;
+use crate::reference::{Reference, ReferenceError};
+use crate::store::{ChangeKind, Commit, Entry, Hash, Store, VersionRecord};
+use crate::text::TextMeta;
+
+/// Most actions in one batch, and the largest batch request.
+const MAX_ACTIONS: usize = 20;
+const MAX_REQUEST_BYTES: usize = 2 << 20;
+
+/// Previews or applies a batch; a failing action is reported in the
+/// response (`failed_index`), never half-applied.
+pub(super) fn batch(front: &Front, caller: &Caller, req: &pb::BatchRequest) -> Result<pb::BatchResponse> {
+    if req.actions.is_empty() || req.actions.len() > MAX_ACTIONS {
+        return Err(Error::new(
+            Reason::InvalidArgument,
+            format!("A batch has 1 to {MAX_ACTIONS} actions, not {}.", req.actions.len()),
+        )
+        .with("limit", MAX_ACTIONS)
+        .field("actions"));
+    }
+    if req.encoded_len() > MAX_REQUEST_BYTES {
+        return Err(Error::new(
+            Reason::TooLarge,
+            "A batch request is at most 2 MiB; split it or use Write for large files.",
+        )
+        .with("limit", MAX_REQUEST_BYTES)
+        .field("actions"));
+    }
+    if req.apply && req.idempotency_key.is_empty() {
+        return Err(Error::invalid_argument(
+            "idempotency_key",
+            "Applying a batch needs an idempotency_key, so a retry can never apply it twice.",
+        ));
+    }
+    let need = if req.apply { Need::Write } else { Need::Read };
+    let space = front.space(caller, &req.space, need)?;
+    let mut outcomes = Vec::with_capacity(req.actions.len());
+    let mut failed: Option<usize> = None;
+    // A failing action fails the plan, so nothing of the batch is applied.
+    let planned = front.store.mutate(space.id, &caller.principal, req.apply, |store, commit| {
+        for (index, action) in req.actions.iter().enumerate() {
+            match run(front, caller, store, commit, req, index, action) {
+                Ok(outcome) => outcomes.push(outcome),
+                Err(error) => {
+                    failed = Some(index);
+                    return Err(error);
+                }
+            }
+        }
+        Ok(())
+    });
+    let (failure, revision) = match planned {
+        Ok(((), revision)) => (None, revision),
+        // A quota failure belongs to the whole batch; it is reported on its last action.
+        Err(error) => (Some((failed.unwrap_or(req.actions.len() - 1), error)), space.revision),
+    };
+    let mut response = pb::BatchResponse { revision, ..Default::default() };
+    if let Some((index, error)) = failure {
+        outcomes.truncate(index);
+        outcomes.push(pb::BatchOutcome {
+            index: index as u32,
+            ok: false,
+            summary: error.message().to_owned(),
+            error: Some(pb::ReadError {
+                code: error.reason.code() as i32,
+                reason: error.reason.as_str().to_owned(),
+                message: error.message().to_owned(),
+                metadata: error.info_metadata(),
+            }),
+            ..Default::default()
+        });
+        response.failed_index = Some(index as u32);
+        response.revision = space.revision;
+    } else if req.apply {
+        response.atomic = true;
+        response.applied = outcomes.len() as u32;
+        response.applied_changes = revision != space.revision;
+    }
+    response.outcomes = outcomes;
+    Ok(response)
+}
+
+/// A path of an action, resolved in the batch's space (relative to `base`).
+fn path_of(req: &pb::BatchRequest, value: &str, field: &str) -> Result<SpacePath> {
+    let parsed = Reference::parse(value).map_err(|e| reference_error(e, field, value))?;
+    match parsed {
+        Reference::Absolute(path) => Ok(path),
+        Reference::Relative(path) if req.base.is_empty() => Ok(path),
+        Reference::Relative(path) => {
+            let base = match Reference::parse(&req.base).map_err(|e| reference_error(e, "base", &req.base))? {
+                Reference::Absolute(base) | Reference::Relative(base) => base,
+                _ => return Err(Error::invalid_argument("base", "A batch's base is a folder path.")),
+            };
+            base.join(path.as_str()).map_err(|e| reference_error(ReferenceError::Path(e), field, value))
+        }
+        _ => Err(Error::invalid_argument(field, "Batch actions name paths in the batch's space.")),
+    }
+}
+
+fn ok(index: usize, summary: String, path: &SpacePath, entry: Option<&Entry>, count: usize) -> pb::BatchOutcome {
+    pb::BatchOutcome {
+        index: index as u32,
+        ok: true,
+        summary,
+        path: path.to_string(),
+        node_id: entry.map(|e| e.node.to_string()).unwrap_or_default(),
+        version: entry.map_or(0, |e| e.version),
+        subtree_count: count as u64,
+        error: None,
+    }
+}
+
+fn run(
+    front: &Front,
+    caller: &Caller,
+    store: &Store,
+    commit: &mut Commit,
+    req: &pb::BatchRequest,
+    index: usize,
+    action: &pb::BatchAction,
+) -> Result<pb::BatchOutcome> {
+    let field = |name: &str| format!("actions[{index}].{name}");
+    let Some(action) = &action.action else {
+        return Err(Error::invalid_argument(&format!("actions[{index}]"), "Each action needs exactly one kind."));
+    };
+    match action {
+        pb::batch_action::Action::Mkdir(a) => {
+            let path = path_of(req, &a.path, &field("mkdir.path"))?;
+            new_name_free(store, commit, &path)?;
+            commit.mkdir(&path, false);
+            let entry = commit.current(store, &path)?;
+            Ok(ok(index, format!("create folder {path}"), &path, entry.as_ref(), 1))
+        }
+        pb::batch_action::Action::Create(a) => {
+            let path = path_of(req, &a.path, &field("create.path"))?;
+            new_name_free(store, commit, &path)?;
+            let limit = store.limits().max_text_bytes;
+            if a.content.len() as u64 > limit {
+                return Err(Error::new(Reason::TooLarge, format!("The content is over the {limit}-byte text limit."))
+                    .with("limit", limit)
+                    .field(field("create.content")));
+            }
+            let entry = put(commit, caller, &path, None, a.content.clone().into_bytes(), "batch");
+            Ok(ok(index, format!("create {path} ({} bytes)", entry.size), &path, Some(&entry), 1))
+        }
+        pb::batch_action::Action::Edit(a) => {
+            let path = path_of(req, &a.path, &field("edit.path"))?;
+            let entry = commit.current(store, &path)?.ok_or_else(|| Error::not_found(&path))?;
+            if entry.is_dir() {
+                return Err(super::not_a_file(&path));
+            }
+            let target = Target { space: commit.space.clone(), path: path.clone() };
+            check_base(front, caller, &target, &entry, a.base_version)?;
+            let original = planned_text(store, commit, &target, &entry)?;
+            let edits = parse_edits(&a.edits)?;
+            let (edited, _) = edit::apply(&original, &edits).map_err(|f| failure(f, &target))?;
+            if edited == original {
+                return Ok(ok(index, format!("edit {path}: no change"), &path, Some(&entry), 1));
+            }
+            let limit = store.limits().max_text_bytes;
+            if edited.len() as u64 > limit {
+                return Err(Error::new(
+                    Reason::FileTooLarge,
+                    format!("{path} would be over the {limit}-byte text limit."),
+                )
+                .with("limit", limit));
+            }
+            let new = put(commit, caller, &path, Some(&entry), edited.into_bytes(), "batch");
+            Ok(ok(index, format!("edit {path}: version {} -> {}", entry.version, new.version), &path, Some(&new), 1))
+        }
+        pb::batch_action::Action::Copy(a) => {
+            let from = path_of(req, &a.from, &field("copy.from"))?;
+            let folder = path_of(req, &a.to_folder, &field("copy.to_folder"))?;
+            let to = named(&folder, if a.name.is_empty() { from.name() } else { &a.name }, &field("copy.name"))?;
+            let count = commit.copy(store, &from, &to)?;
+            let entry = commit.current(store, &to)?;
+            Ok(ok(index, format!("copy {from} to {to} ({count} entries)"), &to, entry.as_ref(), count))
+        }
+        pb::batch_action::Action::Rename(a) => {
+            let from = path_of(req, &a.path, &field("rename.path"))?;
+            let parent = from.parent().unwrap_or_else(SpacePath::root);
+            let to = named(&parent, &a.new_name, &field("rename.new_name"))?;
+            let count = commit.relocate(store, &from, &to, ChangeKind::Renamed)?;
+            let entry = commit.current(store, &to)?;
+            Ok(ok(index, format!("rename {from} to {to} ({count} entries)"), &to, entry.as_ref(), count))
+        }
+        pb::batch_action::Action::Move(a) => {
+            let from = path_of(req, &a.from, &field("move.from"))?;
+            if !a.to_space.is_empty() && a.to_space != commit.space.name && a.to_space != commit.space.id.to_string() {
+                return Err(Error::new(
+                    Reason::InvalidArgument,
+                    "Moves between spaces are not available in a batch; copy with Download/Upload, then trash the original.",
+                )
+                .field(field("move.to_space")));
+            }
+            let folder = path_of(req, &a.to_folder, &field("move.to_folder"))?;
+            let to = named(&folder, from.name(), &field("move.from"))?;
+            let count = commit.relocate(store, &from, &to, ChangeKind::Moved)?;
+            let entry = commit.current(store, &to)?;
+            Ok(ok(index, format!("move {from} to {to} ({count} entries)"), &to, entry.as_ref(), count))
+        }
+        pb::batch_action::Action::Trash(a) => {
+            let path = path_of(req, &a.path, &field("trash.path"))?;
+            let entry = commit.current(store, &path)?;
+            let count = commit.trash(store, &path)?;
+            Ok(ok(index, format!("trash {path} ({count} entries)"), &path, entry.as_ref(), count))
+        }
+    }
+}
+
+/// `folder/name`, with `name` a single valid segment.
+fn named(folder: &SpacePath, name: &str, field: &str) -> Result<SpacePath> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(Error::new(Reason::InvalidPath, format!("{name:?} is not a valid name.")).field(field));
+    }
+    folder.join(name).map_err(|e| reference_error(ReferenceError::Path(e), field, name))
+}
+
+/// New names must be unused and their parent must already exist.
+fn new_name_free(store: &Store, commit: &Commit, path: &SpacePath) -> Result<()> {
+    if commit.current(store, path)?.is_some() {
+        return Err(Error::new(Reason::AlreadyExists, format!("{path} already exists.")).with("path", path));
+    }
+    let parent = path.parent().unwrap_or_else(SpacePath::root);
+    match commit.current(store, &parent)? {
+        Some(entry) if entry.is_dir() => Ok(()),
+        Some(_) => {
+            Err(Error::new(Reason::NotADirectory, format!("{parent} is a file, not a folder.")).with("path", &parent))
+        }
+        None => Err(Error::new(
+            Reason::NotFound,
+            format!("The folder {parent} does not exist; batch destinations must exist."),
+        )
+        .with("path", &parent)),
+    }
+}
+
+/// The text of a file as this batch has left it so far.
+fn planned_text(store: &Store, commit: &Commit, target: &Target, entry: &Entry) -> Result<String> {
+    let bytes = match commit.planned_bytes(entry.node, entry.version) {
+        Some(bytes) => bytes.to_vec(),
+        None => {
+            let version = store
+                .version(target.space.id, entry.node, entry.version)?
+                .ok_or_else(|| Error::not_found(&target.path))?;
+            if !version.text.is_text {
+                return Err(crate::store::not_text(&target.path, &version.text));
+            }
+            store.content(version.hash)?
+        }
+    };
+    String::from_utf8(bytes).map_err(|_| Error::new(Reason::NotUtf8, format!("{} is not valid UTF-8.", target.path)))
+}
+
+fn put(
+    commit: &mut Commit,
+    caller: &Caller,
+    path: &SpacePath,
+    previous: Option<&Entry>,
+    bytes: Vec<u8>,
+    operation: &str,
+) -> Entry {
+    let record = VersionRecord {
+        hash: Hash::of(&bytes),
+        size: bytes.len() as u64,
+        text: TextMeta::analyze(&bytes),
+        principal: caller.principal.clone(),
+        operation: operation.to_owned(),
+        revision: 0,
+        time_ms: 0,
+        idempotency_key: None,
+        tool_call: caller.tool_call.clone(),
+    };
+    commit.put_file(path, previous, record, Arc::new(bytes), false)
+}

@@ -1,0 +1,323 @@
+//! Structural changes planned on a [`Commit`]: trash and restore, permanent
+//! removal, rename and move, copy. Each works on a whole subtree and sees
+//! what the commit has already planned, so a batch of actions composes.
+
+use std::collections::BTreeMap;
+
+use super::commit::{Commit, NewVersion, Purge};
+use super::records::{Change, ChangeKind, Entry, Kind, NodeRecord, SpaceRecord, TrashRecord, VersionRecord, decode};
+use super::{Store, keys};
+use crate::error::{Error, Reason, Result};
+use crate::ids::{NodeId, SpaceId};
+use crate::path::SpacePath;
+
+impl Store {
+    /// Plans a mutation of one space under its lock and applies it (unless
+    /// `apply` is false: a preview computes everything and saves nothing).
+    /// Returns the plan's result and the revision after it.
+    pub(crate) fn mutate<T>(
+        &self,
+        space: SpaceId,
+        principal: &str,
+        apply: bool,
+        plan: impl FnOnce(&Store, &mut Commit) -> Result<T>,
+    ) -> Result<(T, u64)> {
+        let _guard = self.lock_space(space);
+        let before: SpaceRecord = self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
+        let mut commit = Commit::new(before.clone(), principal);
+        let out = plan(self, &mut commit)?;
+        commit.check_quota(&before)?;
+        if !apply || commit.is_empty() {
+            return Ok((out, before.revision));
+        }
+        self.apply(&commit)?;
+        Ok((out, commit.revision()))
+    }
+
+    /// The most recently trashed subtree whose root was at `path`.
+    pub fn trashed_at(&self, space: SpaceId, path: &SpacePath) -> Result<Option<NodeId>> {
+        let mut best: Option<(u64, NodeId)> = None;
+        for item in self.trees().trash.scan_prefix(space.to_bytes()) {
+            let (key, value) = item?;
+            let record: TrashRecord = decode(&value)?;
+            let node = <[u8; 16]>::try_from(&key[16..])
+                .map(NodeId::from_bytes)
+                .map_err(|_| Error::internal("bad trash key"))?;
+            if record.path == path.as_str() && best.is_none_or(|(revision, _)| record.revision > revision) {
+                best = Some((record.revision, node));
+            }
+        }
+        Ok(best.map(|(_, node)| node))
+    }
+
+    /// The trash record of a node, if it is in the trash.
+    pub fn trashed(&self, space: SpaceId, node: NodeId) -> Result<Option<TrashRecord>> {
+        self.trees().trash.get(keys::trash(space, node))?.map(|raw| decode(&raw)).transpose()
+    }
+}
+
+impl Commit {
+    /// Whether the commit changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.trash.is_empty() && self.purge.is_empty() && self.functions.is_none()
+    }
+
+    /// The content this commit plans for version `number` of `node`, if any.
+    pub fn planned_bytes(&self, node: NodeId, number: u64) -> Option<&[u8]> {
+        self.versions.iter().rev().find(|v| v.node == node && v.number == number)?.bytes.as_deref().map(Vec::as_slice)
+    }
+
+    /// `path` and every live entry below it, in path order, as planned so far.
+    pub fn subtree(&self, store: &Store, path: &SpacePath) -> Result<Vec<(SpacePath, Entry)>> {
+        let mut found: BTreeMap<SpacePath, Entry> = BTreeMap::new();
+        if let Some(entry) = self.current(store, path)? {
+            found.insert(path.clone(), entry);
+        }
+        let (start, end) = keys::subtree_range(self.space.id, path);
+        for item in store.trees().current.range(start..end) {
+            let (key, value) = item?;
+            let stored = std::str::from_utf8(&key[16..]).map_err(|_| Error::internal("malformed current key"))?;
+            found.insert(SpacePath::from_stored(stored.to_owned()), decode(&value)?);
+        }
+        for (planned, entry) in &self.entries {
+            if planned != path && planned.starts_with(path) {
+                match entry {
+                    Some(entry) => found.insert(planned.clone(), entry.clone()),
+                    None => found.remove(planned),
+                };
+            }
+        }
+        if !found.contains_key(path) {
+            return Ok(Vec::new());
+        }
+        Ok(found.into_iter().collect())
+    }
+
+    fn change(&mut self, kind: ChangeKind, path: &SpacePath, old_path: Option<&SpacePath>, entry: &Entry) {
+        self.changes.push(Change {
+            kind,
+            node: entry.node,
+            node_kind: entry.kind,
+            path: path.to_string(),
+            old_path: old_path.map(ToString::to_string),
+            version: entry.version,
+        });
+    }
+
+    fn count_out(&mut self, entry: &Entry) {
+        let usage = &mut self.space.usage;
+        match entry.kind {
+            Kind::File => {
+                usage.files = usage.files.saturating_sub(1);
+                usage.bytes = usage.bytes.saturating_sub(entry.size);
+            }
+            Kind::Directory => usage.directories = usage.directories.saturating_sub(1),
+        }
+    }
+
+    fn count_in(&mut self, entry: &Entry) {
+        let usage = &mut self.space.usage;
+        match entry.kind {
+            Kind::File => {
+                usage.files += 1;
+                usage.bytes += entry.size;
+            }
+            Kind::Directory => usage.directories += 1,
+        }
+    }
+
+    /// The live subtree at `path`, refusing the root and missing paths.
+    fn existing_subtree(&self, store: &Store, path: &SpacePath) -> Result<Vec<(SpacePath, Entry)>> {
+        if path.is_root() {
+            return Err(
+                Error::new(Reason::InvalidArgument, "The root folder cannot be changed this way.").field("path")
+            );
+        }
+        let subtree = self.subtree(store, path)?;
+        if subtree.is_empty() {
+            return Err(Error::not_found(path));
+        }
+        Ok(subtree)
+    }
+
+    /// Moves a subtree to the trash: hidden from the tree, history kept.
+    /// Returns the number of entries trashed.
+    pub fn trash(&mut self, store: &Store, path: &SpacePath) -> Result<usize> {
+        let subtree = self.existing_subtree(store, path)?;
+        let root = subtree[0].1.node;
+        for (p, entry) in &subtree {
+            self.entries.push((p.clone(), None));
+            self.nodes.push((entry.node, NodeRecord { space: self.space.id, path: p.to_string(), trashed: true }));
+            self.count_out(entry);
+            self.change(ChangeKind::Trashed, p, None, entry);
+        }
+        let record = TrashRecord {
+            path: path.to_string(),
+            revision: self.revision(),
+            time_ms: self.time_ms,
+            principal: self.principal.clone(),
+            entries: subtree.iter().map(|(p, e)| (p.to_string(), e.clone())).collect(),
+        };
+        self.trash.push((keys::trash(self.space.id, root), Some(record)));
+        Ok(subtree.len())
+    }
+
+    /// Puts a trashed subtree back where it was. Returns its root path and
+    /// the number of entries restored.
+    pub fn restore(&mut self, store: &Store, node: NodeId) -> Result<(SpacePath, usize)> {
+        let record = store
+            .trashed(self.space.id, node)?
+            .ok_or_else(|| Error::not_found(format!("{}{node} in the trash", crate::reference::ITEM_PREFIX)))?;
+        let root = SpacePath::from_stored(record.path.clone());
+        if self.current(store, &root)?.is_some() {
+            return Err(Error::new(
+                Reason::AlreadyExists,
+                format!("{root} is in use; move it away before restoring the trashed item."),
+            )
+            .with("path", &root));
+        }
+        self.ensure_parents(store, &root)?;
+        for (p, entry) in &record.entries {
+            let p = SpacePath::from_stored(p.clone());
+            let entry = Entry { revision: self.revision(), ..entry.clone() };
+            self.nodes.push((entry.node, NodeRecord { space: self.space.id, path: p.to_string(), trashed: false }));
+            self.count_in(&entry);
+            self.change(ChangeKind::Restored, &p, None, &entry);
+            self.entries.push((p, Some(entry)));
+        }
+        self.trash.push((keys::trash(self.space.id, node), None));
+        Ok((root, record.entries.len()))
+    }
+
+    /// Deletes a subtree for good: its history, versions and nodes; content
+    /// no other version uses is freed. Returns the entries removed.
+    pub fn remove(&mut self, store: &Store, path: &SpacePath) -> Result<usize> {
+        let subtree = self.existing_subtree(store, path)?;
+        for (p, entry) in &subtree {
+            self.entries.push((p.clone(), None));
+            self.count_out(entry);
+            self.change(ChangeKind::Removed, p, None, entry);
+            self.purge_node(store, p, entry.node)?;
+        }
+        Ok(subtree.len())
+    }
+
+    /// Deletes a trashed subtree for good. Returns the entries removed.
+    pub fn remove_trashed(&mut self, store: &Store, node: NodeId) -> Result<usize> {
+        let record = store
+            .trashed(self.space.id, node)?
+            .ok_or_else(|| Error::not_found(format!("{}{node} in the trash", crate::reference::ITEM_PREFIX)))?;
+        for (p, entry) in &record.entries {
+            let p = SpacePath::from_stored(p.clone());
+            self.change(ChangeKind::Removed, &p, None, entry);
+            self.purge_node(store, &p, entry.node)?;
+        }
+        self.trash.push((keys::trash(self.space.id, node), None));
+        Ok(record.entries.len())
+    }
+
+    fn purge_node(&mut self, store: &Store, path: &SpacePath, node: NodeId) -> Result<()> {
+        let t = store.trees();
+        for item in t.history.scan_prefix(keys::history_prefix(self.space.id, path.as_str())) {
+            self.purge.push(Purge::History(item?.0.to_vec()));
+        }
+        for item in t.versions.scan_prefix(keys::versions_prefix(self.space.id, node)) {
+            let (key, value) = item?;
+            let record: VersionRecord = decode(&value)?;
+            self.purge.push(Purge::Version { key: key.to_vec(), hash: record.hash });
+        }
+        self.purge.push(Purge::Node(node));
+        Ok(())
+    }
+
+    /// Checks that `to` can receive a subtree from `from`: free, with an
+    /// existing folder as parent, and not inside `from` itself.
+    fn check_destination(&self, store: &Store, from: &SpacePath, to: &SpacePath) -> Result<()> {
+        if to.starts_with(from) {
+            return Err(Error::new(Reason::InvalidArgument, format!("{from} cannot be placed inside itself ({to}).")));
+        }
+        let parent = to.parent().unwrap_or_else(SpacePath::root);
+        match self.current(store, &parent)? {
+            Some(entry) if entry.is_dir() => {}
+            Some(_) => {
+                return Err(Error::new(Reason::NotADirectory, format!("{parent} is a file, not a folder."))
+                    .with("path", &parent));
+            }
+            None => return Err(Error::not_found(&parent)),
+        }
+        if self.current(store, to)?.is_some() {
+            return Err(Error::new(Reason::AlreadyExists, format!("{to} already exists.")).with("path", to));
+        }
+        Ok(())
+    }
+
+    /// Moves (or renames) a subtree to `to`; nodes keep their IDs.
+    pub fn relocate(&mut self, store: &Store, from: &SpacePath, to: &SpacePath, kind: ChangeKind) -> Result<usize> {
+        let subtree = self.existing_subtree(store, from)?;
+        self.check_destination(store, from, to)?;
+        for (p, entry) in &subtree {
+            let new_path = join_below(to, p.relative_to(from))?;
+            let moved = Entry { revision: self.revision(), ..entry.clone() };
+            self.entries.push((p.clone(), None));
+            self.nodes
+                .push((entry.node, NodeRecord { space: self.space.id, path: new_path.to_string(), trashed: false }));
+            self.change(kind, &new_path, Some(p), &moved);
+            self.entries.push((new_path, Some(moved)));
+        }
+        Ok(subtree.len())
+    }
+
+    /// Copies a subtree to `to` as new nodes whose file versions share the
+    /// originals' content (no bytes are copied).
+    pub fn copy(&mut self, store: &Store, from: &SpacePath, to: &SpacePath) -> Result<usize> {
+        let subtree = self.existing_subtree(store, from)?;
+        self.check_destination(store, from, to)?;
+        for (p, entry) in &subtree {
+            let new_path = join_below(to, p.relative_to(from))?;
+            let node = NodeId::generate();
+            let copied = Entry {
+                node,
+                version: if entry.is_dir() { 0 } else { 1 },
+                revision: self.revision(),
+                modified_ms: self.time_ms,
+                system: false,
+                user_modified: false,
+                ..entry.clone()
+            };
+            if !entry.is_dir() {
+                let planned = self.versions.iter().rev().find(|v| v.node == entry.node && v.number == entry.version);
+                let source = match planned {
+                    Some(version) => version.record.clone(),
+                    None => store.version(self.space.id, entry.node, entry.version)?.ok_or_else(|| {
+                        Error::new(Reason::DataLoss, format!("The latest version of {p} is missing."))
+                    })?,
+                };
+                let record = VersionRecord {
+                    principal: self.principal.clone(),
+                    operation: "copy".to_owned(),
+                    revision: self.revision(),
+                    time_ms: self.time_ms,
+                    idempotency_key: None,
+                    tool_call: None,
+                    ..source
+                };
+                self.versions.push(NewVersion { node, number: 1, record, bytes: None });
+            }
+            self.nodes.push((node, NodeRecord { space: self.space.id, path: new_path.to_string(), trashed: false }));
+            self.count_in(&copied);
+            let kind = if entry.is_dir() { ChangeKind::Mkdir } else { ChangeKind::Created };
+            self.change(kind, &new_path, None, &copied);
+            self.entries.push((new_path, Some(copied)));
+        }
+        Ok(subtree.len())
+    }
+}
+
+fn join_below(root: &SpacePath, relative: &str) -> Result<SpacePath> {
+    if relative.is_empty() {
+        return Ok(root.clone());
+    }
+    root.join(relative).map_err(|e| {
+        Error::new(Reason::InvalidPath, format!("The new location would be invalid: {e}.")).with("path", root)
+    })
+}

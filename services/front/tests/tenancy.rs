@@ -1,0 +1,275 @@
+//! End-to-end: batches, trash and removal, access control and quotas
+//! through the real front process.
+
+// Tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use agentvfs_proto::v1 as pb;
+use agentvfs_proto::v1::batch_action::Action;
+use support::{Front, Stack, assert_error, read, write_text};
+use tonic::Code;
+
+fn action(action: Action) -> pb::BatchAction {
+    pb::BatchAction { action: Some(action) }
+}
+
+fn batch(actions: Vec<pb::BatchAction>, apply: bool) -> pb::BatchRequest {
+    pb::BatchRequest {
+        space: "s".into(),
+        actions,
+        apply,
+        idempotency_key: if apply { format!("k-{}", ulid_like()) } else { String::new() },
+        ..Default::default()
+    }
+}
+
+fn ulid_like() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}
+
+async fn tree(
+    fs: &mut agentvfs_proto::v1::file_system_client::FileSystemClient<tonic::transport::Channel>,
+) -> Vec<String> {
+    let request = pb::ListRequest { space: "s".into(), recursive: true, page_size: 200, ..Default::default() };
+    fs.list(request).await.unwrap().into_inner().entries.into_iter().map(|e| e.path).collect()
+}
+
+#[tokio::test]
+async fn batches_preview_then_apply_atomically() {
+    let front = Front::start().await;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    fs.write(write_text("s", "/notes/a.md", "alpha\n")).await.unwrap();
+    fs.write(write_text("s", "/notes/b.md", "beta\n")).await.unwrap();
+    let actions = vec![
+        action(Action::Mkdir(pb::MkdirAction { path: "/archive".into() })),
+        action(Action::Create(pb::CreateAction { path: "/archive/readme.md".into(), content: "old notes\n".into() })),
+        action(Action::Edit(pb::EditAction {
+            path: "/notes/a.md".into(),
+            base_version: Some(1),
+            edits: vec![pb::TextEdit {
+                kind: Some(pb::text_edit::Kind::Replace(pb::ReplaceEdit {
+                    old_text: "alpha".into(),
+                    new_text: "ALPHA".into(),
+                    ..Default::default()
+                })),
+            }],
+        })),
+        action(Action::Copy(pb::CopyAction {
+            from: "/notes".into(),
+            to_folder: "/archive".into(),
+            name: String::new(),
+        })),
+        action(Action::Rename(pb::RenameAction { path: "/notes/b.md".into(), new_name: "beta.md".into() })),
+        action(Action::Move(pb::MoveAction {
+            from: "/notes/beta.md".into(),
+            to_folder: "/archive".into(),
+            to_space: String::new(),
+        })),
+        action(Action::Trash(pb::TrashAction { path: "/notes/a.md".into() })),
+    ];
+    let before = tree(&mut fs).await;
+    let preview = fs.batch(batch(actions.clone(), false)).await.unwrap().into_inner();
+    assert!(preview.failed_index.is_none(), "{preview:?}");
+    assert_eq!(preview.outcomes.len(), 7);
+    assert!(!preview.atomic && preview.applied == 0);
+    assert_eq!(tree(&mut fs).await, before, "a preview saves nothing");
+
+    let applied = fs.batch(batch(actions, true)).await.unwrap().into_inner();
+    assert!(applied.atomic);
+    assert_eq!(applied.applied, 7);
+    let after = tree(&mut fs).await;
+    for path in ["/archive/readme.md", "/archive/notes/a.md", "/archive/notes/b.md", "/archive/beta.md"] {
+        assert!(after.contains(&path.to_owned()), "{path} in {after:?}");
+    }
+    assert!(!after.contains(&"/notes/a.md".to_owned()));
+    // The copy was taken after the edit, and shares its content.
+    let copied = fs.read(read("s", "/archive/notes/a.md")).await.unwrap().into_inner();
+    assert_eq!(copied.content, "ALPHA\n");
+    // One revision for the whole batch.
+    let space = front.admin().await.get_space(pb::GetSpaceRequest { space: "s".into() }).await.unwrap().into_inner();
+    assert_eq!(space.revision, applied.revision);
+}
+
+#[tokio::test]
+async fn a_failing_action_leaves_no_trace() {
+    let front = Front::start().await;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    fs.write(write_text("s", "/a.txt", "a")).await.unwrap();
+    let mut actions: Vec<_> = (0..6)
+        .map(|i| action(Action::Create(pb::CreateAction { path: format!("/new{i}.txt"), content: "x".into() })))
+        .collect();
+    actions.push(action(Action::Create(pb::CreateAction { path: "/a.txt".into(), content: "clash".into() })));
+    let before_tree = tree(&mut fs).await;
+    let before = front.admin().await.get_space(pb::GetSpaceRequest { space: "s".into() }).await.unwrap().into_inner();
+    let response = fs.batch(batch(actions, true)).await.unwrap().into_inner();
+    assert_eq!((response.failed_index, response.applied, response.atomic), (Some(6), 0, false));
+    let failure = response.outcomes.last().unwrap().error.clone().unwrap();
+    assert_eq!(failure.reason, "ALREADY_EXISTS");
+    let after = front.admin().await.get_space(pb::GetSpaceRequest { space: "s".into() }).await.unwrap().into_inner();
+    assert_eq!(after.revision, before.revision);
+    assert_eq!(tree(&mut fs).await, before_tree);
+
+    let no_key =
+        fs.batch(pb::BatchRequest { idempotency_key: String::new(), ..batch(vec![], true) }).await.unwrap_err();
+    assert_error(&no_key, Code::InvalidArgument, "INVALID_ARGUMENT");
+    let too_many: Vec<_> = (0..21).map(|i| action(Action::Mkdir(pb::MkdirAction { path: format!("/d{i}") }))).collect();
+    assert_error(&fs.batch(batch(too_many, true)).await.unwrap_err(), Code::InvalidArgument, "INVALID_ARGUMENT");
+}
+
+#[tokio::test]
+async fn trash_hides_and_restore_brings_back_with_history() {
+    let stack = Stack::start(&[]).await;
+    let front = &stack.front;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    fs.write(write_text("s", "/dir/keep.md", "needle v1\n")).await.unwrap();
+    let file = fs.write(write_text("s", "/dir/keep.md", "needle v2\n")).await.unwrap().into_inner();
+    let trash = action(Action::Trash(pb::TrashAction { path: "/dir".into() }));
+    let trashed = fs.batch(batch(vec![trash], true)).await.unwrap().into_inner();
+    assert_eq!(trashed.outcomes[0].subtree_count, 2);
+
+    assert!(!tree(&mut fs).await.iter().any(|p| p.starts_with("/dir")));
+    assert_error(&fs.read(read("s", "/dir/keep.md")).await.unwrap_err(), Code::NotFound, "NOT_FOUND");
+    let by_id = read("s", &format!("agentvfs:item:{}", file.node_id));
+    assert_error(&fs.read(by_id.clone()).await.unwrap_err(), Code::NotFound, "NOT_FOUND");
+    let find = pb::FindRequest { space: "s".into(), pattern: "*.md".into(), ..Default::default() };
+    assert_eq!(fs.find(find).await.unwrap().into_inner().matches.len(), 1, "only /AGENT.md");
+    let grep = pb::GrepRequest { space: "s".into(), pattern: "needle".into(), ..Default::default() };
+    assert!(fs.grep(grep.clone()).await.unwrap().into_inner().files.is_empty());
+
+    let mut admin = front.admin().await;
+    let restored = admin
+        .restore(pb::RestoreRequest { space: "s".into(), reference: "/dir".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((restored.path.as_str(), restored.restored), ("/dir", 2));
+    let back = fs.read(by_id).await.unwrap().into_inner();
+    assert_eq!((back.content.as_str(), back.version), ("needle v2\n", 2));
+    let old = fs.read(pb::ReadRequest { version: 1, ..read("s", "/dir/keep.md") }).await.unwrap().into_inner();
+    assert_eq!(old.content, "needle v1\n");
+    assert_eq!(fs.grep(grep).await.unwrap().into_inner().files.len(), 1);
+}
+
+#[tokio::test]
+async fn remove_deletes_for_good() {
+    let front = Front::start().await;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    fs.write(write_text("s", "/gone/a.txt", "secret")).await.unwrap();
+    let mut admin = front.admin().await;
+    let folder = admin
+        .remove(pb::RemoveRequest { space: "s".into(), path: "/gone".into(), ..Default::default() })
+        .await
+        .unwrap_err();
+    assert_error(&folder, Code::InvalidArgument, "INVALID_ARGUMENT");
+    let removed = admin
+        .remove(pb::RemoveRequest { space: "s".into(), path: "/gone".into(), recursive: true, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(removed.removed, 2);
+    assert_error(&fs.read(read("s", "/gone/a.txt")).await.unwrap_err(), Code::NotFound, "NOT_FOUND");
+    // Not even an old revision shows it.
+    let old = fs
+        .find(pb::FindRequest {
+            space: "s".into(),
+            pattern: "a.txt".into(),
+            at_revision: removed.revision - 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(old.matches.is_empty());
+    let restore =
+        admin.restore(pb::RestoreRequest { space: "s".into(), reference: "/gone".into(), ..Default::default() });
+    assert_error(&restore.await.unwrap_err(), Code::NotFound, "NOT_FOUND");
+    let space = admin.get_space(pb::GetSpaceRequest { space: "s".into() }).await.unwrap().into_inner();
+    assert_eq!(space.usage.unwrap().files, 1, "only /AGENT.md is left");
+}
+
+#[tokio::test]
+async fn roles_decide_what_a_principal_may_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.toml");
+    std::fs::write(
+        &tokens,
+        "[[tokens]]\ntoken = \"admin-token-0123456789\"\nprincipal = \"ops\"\nadmin = true\n\n\
+         [[tokens]]\ntoken = \"agent-token-0123456789\"\nprincipal = \"agent\"\n",
+    )
+    .unwrap();
+    let front = Front::start_with(&["--tokens", tokens.to_str().unwrap()]).await;
+    let channel = front.channel().await;
+    let bearer = |token: &'static str| {
+        move |mut request: tonic::Request<()>| {
+            request.metadata_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
+            Ok(request)
+        }
+    };
+    let mut admin = agentvfs_proto::v1::admin_client::AdminClient::with_interceptor(
+        channel.clone(),
+        bearer("admin-token-0123456789"),
+    );
+    let mut agent = agentvfs_proto::v1::file_system_client::FileSystemClient::with_interceptor(
+        channel.clone(),
+        bearer("agent-token-0123456789"),
+    );
+    let mut agent_admin =
+        agentvfs_proto::v1::admin_client::AdminClient::with_interceptor(channel, bearer("agent-token-0123456789"));
+    admin.create_space(pb::CreateSpaceRequest { name: "s".into(), ..Default::default() }).await.unwrap();
+    let set = |role: pb::Role| pb::SetAccessRequest {
+        space: "s".into(),
+        principal: "agent".into(),
+        role: role as i32,
+        ..Default::default()
+    };
+
+    assert_error(&agent.read(read("s", "/AGENT.md")).await.unwrap_err(), Code::NotFound, "NOT_FOUND");
+    admin.set_access(set(pb::Role::Viewer)).await.unwrap();
+    agent.read(read("s", "/AGENT.md")).await.unwrap();
+    assert_error(
+        &agent.write(write_text("s", "/x", "x")).await.unwrap_err(),
+        Code::PermissionDenied,
+        "PERMISSION_DENIED",
+    );
+    admin.set_access(set(pb::Role::Editor)).await.unwrap();
+    agent.write(write_text("s", "/x", "x")).await.unwrap();
+    let not_owner =
+        agent_admin.set_quota(pb::SetQuotaRequest { space: "s".into(), ..Default::default() }).await.unwrap_err();
+    assert_error(&not_owner, Code::PermissionDenied, "PERMISSION_DENIED");
+    admin.set_access(set(pb::Role::Unspecified)).await.unwrap();
+    assert_error(&agent.read(read("s", "/x")).await.unwrap_err(), Code::NotFound, "NOT_FOUND");
+    let last_owner = pb::SetAccessRequest { space: "s".into(), principal: "ops".into(), role: 0, ..Default::default() };
+    assert_error(&admin.set_access(last_owner).await.unwrap_err(), Code::InvalidArgument, "INVALID_ARGUMENT");
+}
+
+#[tokio::test]
+async fn quotas_can_be_lowered_and_trash_stays_allowed_over_them() {
+    let front = Front::start().await;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    let mut admin = front.admin().await;
+    fs.write(write_text("s", "/big.txt", &"x".repeat(10_000))).await.unwrap();
+    admin
+        .set_quota(pb::SetQuotaRequest {
+            space: "s".into(),
+            quota: Some(pb::Quota { max_bytes: 5_000, max_files: 10 }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_error(
+        &fs.write(write_text("s", "/more.txt", "y")).await.unwrap_err(),
+        Code::ResourceExhausted,
+        "QUOTA_EXCEEDED",
+    );
+    let trash = action(Action::Trash(pb::TrashAction { path: "/big.txt".into() }));
+    let response = fs.batch(batch(vec![trash], true)).await.unwrap().into_inner();
+    assert!(response.atomic, "{response:?}");
+    fs.write(write_text("s", "/more.txt", "y")).await.unwrap();
+}

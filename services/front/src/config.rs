@@ -79,6 +79,9 @@ pub struct Options {
     /// Bytes one grep page scans at most.
     #[arg(long, env = "AGENTVFS_GREP_MAX_BYTES")]
     pub grep_max_bytes: Option<u64>,
+    /// Hours idempotency receipts are kept (at least 24).
+    #[arg(long, env = "AGENTVFS_RECEIPT_HOURS")]
+    pub receipt_hours: Option<u64>,
     /// Read records kept for the read-before-edit rule, across sessions.
     #[arg(long, env = "AGENTVFS_SESSION_CAPACITY")]
     pub session_capacity: Option<usize>,
@@ -110,6 +113,7 @@ pub struct Config {
     pub grep_queue: usize,
     pub grep_max_files: usize,
     pub grep_max_bytes: u64,
+    pub receipt_retention: Duration,
 }
 
 /// A configuration that cannot be used; the message is printed as is.
@@ -147,6 +151,7 @@ impl Options {
             grep_queue: self.grep_queue.or(file.grep_queue),
             grep_max_files: self.grep_max_files.or(file.grep_max_files),
             grep_max_bytes: self.grep_max_bytes.or(file.grep_max_bytes),
+            receipt_hours: self.receipt_hours.or(file.receipt_hours),
             session_idle_seconds: self.session_idle_seconds.or(file.session_idle_seconds),
             print_config: self.print_config,
         })
@@ -179,6 +184,7 @@ impl Options {
             grep_queue: self.grep_queue.unwrap_or(64),
             grep_max_files: self.grep_max_files.unwrap_or(1_000),
             grep_max_bytes: self.grep_max_bytes.unwrap_or(10 << 20),
+            receipt_retention: Duration::from_secs(3600 * self.receipt_hours.unwrap_or(24)),
         };
         config.validate()?;
         Ok(config)
@@ -203,6 +209,9 @@ impl Config {
         if self.max_message_bytes < 64 << 10 {
             return Err(ConfigError("--max-message-bytes must be at least 65536".to_owned()));
         }
+        if self.receipt_retention < Duration::from_secs(24 * 3600) {
+            return Err(ConfigError("--receipt-hours must be at least 24".to_owned()));
+        }
         if self.grep_max_files == 0 || self.grep_max_bytes == 0 {
             return Err(ConfigError("grep page budgets must be positive".to_owned()));
         }
@@ -219,7 +228,7 @@ impl Config {
              log-format = \"{:?}\"\nmax-text-bytes = {}\nmax-file-bytes = {}\nmax-message-bytes = {}\n\
              default-quota-bytes = {}\ndefault-quota-files = {}\ndrain-seconds = {}\n\
              session-capacity = {}\nsession-idle-seconds = {}\ngrep-concurrency = {}\ngrep-queue = {}\n\
-             grep-max-files = {}\ngrep-max-bytes = {}\n",
+             grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\n",
             self.listen,
             self.data_dir.display(),
             self.workers,
@@ -239,6 +248,7 @@ impl Config {
             self.grep_queue,
             self.grep_max_files,
             self.grep_max_bytes,
+            self.receipt_retention.as_secs() / 3600,
         )
     }
 }

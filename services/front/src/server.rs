@@ -54,7 +54,14 @@ pub async fn serve(
         max_text_bytes: config.limits.max_text_bytes,
         max_output_bytes: (config.max_message_bytes / 2) as u64,
     };
-    let services = Services::new(Front { store: store.clone(), auth, sessions, workers, grep_budget });
+    let services = Services::new(Front {
+        store: store.clone(),
+        auth,
+        sessions,
+        workers,
+        grep_budget,
+        in_flight: Default::default(),
+    });
     let content = ContentStoreServer::new(services.content()).max_encoding_message_size(limit);
     let filesystem =
         FileSystemServer::new(services.clone()).max_decoding_message_size(limit).max_encoding_message_size(limit);
@@ -89,11 +96,13 @@ pub async fn serve(
             let _ = stopped.await;
         });
     let server = tokio::spawn(server);
+    let pruner = tokio::spawn(prune_receipts(store.clone(), config.receipt_retention));
 
     shutdown.await;
     tracing::info!("shutting down: draining in-flight calls");
     health.set_not_serving::<FileSystemServer<Services>>().await;
     health.set_not_serving::<AdminServer<Services>>().await;
+    pruner.abort();
     let _ = stop.send(());
     match tokio::time::timeout(config.drain, server).await {
         Ok(Ok(result)) => result?,
@@ -105,4 +114,18 @@ pub async fn serve(
     store.blocking(|store| store.close()).await?;
     tracing::info!("store flushed; stopped");
     Ok(())
+}
+
+/// Drops idempotency receipts older than `retention`, once an hour.
+async fn prune_receipts(store: Store, retention: std::time::Duration) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
+    loop {
+        tick.tick().await;
+        let cutoff = crate::store::records::now_ms() - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+        match store.blocking(move |store| store.prune_receipts(cutoff)).await {
+            Ok(0) => {}
+            Ok(pruned) => tracing::info!(pruned, "pruned idempotency receipts"),
+            Err(error) => tracing::warn!(%error, "pruning idempotency receipts failed"),
+        }
+    }
 }

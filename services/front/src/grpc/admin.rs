@@ -284,7 +284,10 @@ impl Admin for Services {
                         .trashed_at(space.id, &path)?
                         .ok_or_else(|| Error::not_found(format!("{path} in the trash")))?,
                     _ => {
-                        return Err(Error::invalid_argument("reference", "Name a trashed item by ID or original path."));
+                        return Err(Error::invalid_argument(
+                            "reference",
+                            "Name a trashed item by ID or original path.",
+                        ));
                     }
                 };
                 store.mutate(space.id, &caller.principal, true, |store, commit| commit.restore(store, node))

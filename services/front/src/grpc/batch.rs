@@ -7,7 +7,7 @@ use agentvfs_proto::v1 as pb;
 use prost::Message as _;
 
 use super::edit::{check_base, failure, parse_edits};
-use super::{Front, Target, reference_error};
+use super::{Front, Target, idempotency, reference_error};
 use crate::auth::{Caller, Need};
 use crate::edit;
 use crate::error::{Error, Reason, Result};
@@ -47,6 +47,13 @@ pub(super) fn batch(front: &Front, caller: &Caller, req: &pb::BatchRequest) -> R
     }
     let need = if req.apply { Need::Write } else { Need::Read };
     let space = front.space(caller, &req.space, need)?;
+    // Previews never consume a key.
+    let key = if req.apply { req.idempotency_key.as_str() } else { "" };
+    let fingerprint = idempotency::fingerprint(key, req);
+    let claim = match idempotency::begin(front, caller, &space.id.to_string(), "Batch", key, fingerprint)? {
+        idempotency::Step::Replay(response) => return Ok(response),
+        idempotency::Step::Run(claim) => claim,
+    };
     let mut outcomes = Vec::with_capacity(req.actions.len());
     let mut failed: Option<usize> = None;
     // A failing action fails the plan, so nothing of the batch is applied.
@@ -60,36 +67,49 @@ pub(super) fn batch(front: &Front, caller: &Caller, req: &pb::BatchRequest) -> R
                 }
             }
         }
-        Ok(())
+        let response = pb::BatchResponse {
+            outcomes: std::mem::take(&mut outcomes),
+            applied_changes: req.apply && !commit.is_empty(),
+            atomic: req.apply,
+            applied: if req.apply { req.actions.len() as u32 } else { 0 },
+            failed_index: None,
+            revision: if req.apply && !commit.is_empty() { commit.revision() } else { space.revision },
+        };
+        if let Some(claim) = &claim {
+            commit.receipt = Some((claim.scope, claim.receipt(&response)));
+        }
+        Ok(response)
     });
-    let (failure, revision) = match planned {
-        Ok(((), revision)) => (None, revision),
-        // A quota failure belongs to the whole batch; it is reported on its last action.
-        Err(error) => (Some((failed.unwrap_or(req.actions.len() - 1), error)), space.revision),
+    let response = match planned {
+        Ok((response, _)) if response.applied_changes => return Ok(response),
+        Ok((response, _)) => response,
+        Err(error) => {
+            // A quota failure belongs to the whole batch; it is reported on its last action.
+            let index = failed.unwrap_or(req.actions.len() - 1);
+            outcomes.truncate(index);
+            outcomes.push(pb::BatchOutcome {
+                index: index as u32,
+                ok: false,
+                summary: error.message().to_owned(),
+                error: Some(pb::ReadError {
+                    code: error.reason.code() as i32,
+                    reason: error.reason.as_str().to_owned(),
+                    message: error.message().to_owned(),
+                    metadata: error.info_metadata(),
+                }),
+                ..Default::default()
+            });
+            pb::BatchResponse {
+                outcomes,
+                failed_index: Some(index as u32),
+                revision: space.revision,
+                ..Default::default()
+            }
+        }
     };
-    let mut response = pb::BatchResponse { revision, ..Default::default() };
-    if let Some((index, error)) = failure {
-        outcomes.truncate(index);
-        outcomes.push(pb::BatchOutcome {
-            index: index as u32,
-            ok: false,
-            summary: error.message().to_owned(),
-            error: Some(pb::ReadError {
-                code: error.reason.code() as i32,
-                reason: error.reason.as_str().to_owned(),
-                message: error.message().to_owned(),
-                metadata: error.info_metadata(),
-            }),
-            ..Default::default()
-        });
-        response.failed_index = Some(index as u32);
-        response.revision = space.revision;
-    } else if req.apply {
-        response.atomic = true;
-        response.applied = outcomes.len() as u32;
-        response.applied_changes = revision != space.revision;
+    if let Some(claim) = &claim {
+        claim.keep(&front.store, &response)?;
     }
-    response.outcomes = outcomes;
     Ok(response)
 }
 

@@ -2,7 +2,7 @@
 
 use agentvfs_proto::v1 as pb;
 
-use super::{Front, Target, text_of, upsert_session};
+use super::{Front, Target, idempotency, text_of, upsert_session};
 use crate::auth::{Caller, Need};
 use crate::diff;
 use crate::edit::{self, EditFailure, EditOp, FailureKind};
@@ -18,6 +18,13 @@ pub(super) fn edit(front: &Front, caller: &Caller, req: pb::EditRequest) -> Resu
     let edits = parse_edits(&req.edits)?;
     let need = if req.dry_run { Need::Read } else { Need::Write };
     let target = front.target(caller, &req.space, &req.path, &req.base, "path", need)?;
+    // Dry runs never consume a key.
+    let key = if req.dry_run { "" } else { req.idempotency_key.as_str() };
+    let fingerprint = idempotency::fingerprint(key, &req);
+    let claim = match idempotency::begin(front, caller, &target.space.id.to_string(), "Edit", key, fingerprint)? {
+        idempotency::Step::Replay(response) => return Ok((response, true)),
+        idempotency::Step::Run(claim) => claim,
+    };
     let entry = front.existing(&target, None)?;
     if entry.is_dir() {
         return Err(super::not_a_file(&target.path));
@@ -42,8 +49,12 @@ pub(super) fn edit(front: &Front, caller: &Caller, req: pb::EditRequest) -> Resu
     };
     if req.dry_run || !response.changed {
         debug_assert_eq!(response.changed, record.hash != Hash::of(edited.as_bytes()));
+        if let Some(claim) = &claim {
+            claim.keep(&front.store, &response)?;
+        }
         return Ok((response, false));
     }
+    let template = response.clone();
     let outcome = front.store.write(WriteOp {
         space: target.space.id,
         path: target.path.clone(),
@@ -58,6 +69,13 @@ pub(super) fn edit(front: &Front, caller: &Caller, req: pb::EditRequest) -> Resu
             tool_call: caller.tool_call.clone(),
             idempotency_key: super::non_empty(req.idempotency_key),
         },
+        receipt: claim.as_ref().map(|c| {
+            c.write_plan(move |outcome| pb::EditResponse {
+                version: outcome.version,
+                revision: outcome.revision,
+                ..template.clone()
+            })
+        }),
     })?;
     upsert_session(front, caller, entry.node, outcome.version);
     response.version = outcome.version;

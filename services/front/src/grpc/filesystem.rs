@@ -8,7 +8,10 @@ use tonic::codegen::BoxStream;
 use tonic::{Request, Response, Status};
 
 use super::page_token::{PageToken, fingerprint};
-use super::{Front, Services, Target, convert, edit, non_empty, not_a_file, page_size, read, transfer};
+use super::{
+    Front, Services, Target, convert, edit, idempotency, non_empty, not_a_file, page_size, read, transfer,
+    upsert_session,
+};
 use crate::auth::Need;
 use crate::error::{Error, Reason, Result};
 use crate::glob::{Glob, GlobError};
@@ -193,7 +196,7 @@ impl FileSystem for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let (header, data) = transfer::receive(request.into_inner(), front.store.limits().max_file_bytes).await?;
-        let outcome = front
+        let response = front
             .store
             .clone()
             .blocking({
@@ -201,17 +204,8 @@ impl FileSystem for Services {
                 move |_| transfer::store_upload(&front, &caller, header, data)
             })
             .await?;
-        if outcome.changed {
-            front.store.durable().await?;
-        }
-        Ok(Response::new(pb::UploadResponse {
-            node_id: outcome.node.to_string(),
-            version: outcome.version,
-            hash: outcome.hash.to_hex(),
-            size: outcome.size,
-            created: outcome.created,
-            revision: outcome.revision,
-        }))
+        front.store.durable().await?;
+        Ok(Response::new(response))
     }
 
     async fn download(
@@ -236,6 +230,7 @@ impl FileSystem for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
+        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
         let limits = front.store.limits();
         let body = match req.body {
             Some(pb::write_request::Body::Content(text)) => {
@@ -260,14 +255,20 @@ impl FileSystem for Services {
                 return Err(Error::invalid_argument("mode", format!("Unknown write mode {}.", req.mode)).into());
             }
         };
-        let (space, path, base, expected_version) = (req.space, req.path, req.base, req.expected_version);
-        let idempotency_key = non_empty(req.idempotency_key);
-        let outcome = front
+        let (space, path, base, expected_version, key) =
+            (req.space, req.path, req.base, req.expected_version, req.idempotency_key);
+        let (response, changed) = front
             .store
             .blocking({
                 let front = front.clone();
                 move |_| {
                     let target = front.target(&caller, &space, &path, &base, "path", Need::Write)?;
+                    let space_id = target.space.id.to_string();
+                    let claim = match idempotency::begin(&front, &caller, &space_id, "Write", &key, fingerprint)? {
+                        idempotency::Step::Replay(response) => return Ok((response, true)),
+                        idempotency::Step::Run(claim) => claim,
+                    };
+                    let response_path = target.path.clone();
                     let outcome = front.store.write(WriteOp {
                         space: target.space.id,
                         path: target.path.clone(),
@@ -282,28 +283,24 @@ impl FileSystem for Services {
                         actor: Actor {
                             principal: caller.principal.clone(),
                             tool_call: caller.tool_call.clone(),
-                            idempotency_key,
+                            idempotency_key: non_empty(key),
                         },
+                        receipt: claim.as_ref().map(|c| {
+                            let path = response_path.clone();
+                            c.write_plan(move |outcome| write_response(&path, outcome))
+                        }),
                     })?;
-                    Ok((target.path, outcome))
+                    upsert_session(&front, &caller, outcome.node, outcome.version);
+                    // A replayed or unchanged answer still waits for the flush
+                    // below: the original change may not be on disk yet.
+                    Ok((write_response(&response_path, &outcome), true))
                 }
             })
             .await?;
-        let (path, outcome) = outcome;
-        if outcome.changed {
+        if changed {
             front.store.durable().await?;
         }
-        Ok(Response::new(pb::WriteResponse {
-            node_id: outcome.node.to_string(),
-            version: outcome.version,
-            hash: outcome.hash.to_hex(),
-            total_length: outcome.text.utf16_len,
-            created: outcome.created,
-            written: outcome.written,
-            size: outcome.size,
-            revision: outcome.revision,
-            path: path.to_string(),
-        }))
+        Ok(Response::new(response))
     }
 
     async fn batch(&self, request: Request<pb::BatchRequest>) -> Result<Response<pb::BatchResponse>, Status> {
@@ -318,9 +315,8 @@ impl FileSystem for Services {
                 move |_| super::batch::batch(&front, &caller, &req)
             })
             .await?;
-        if response.applied_changes {
-            front.store.durable().await?;
-        }
+        // Also for replays and kept failures: their receipts must be on disk.
+        front.store.durable().await?;
         Ok(Response::new(response))
     }
 
@@ -445,4 +441,19 @@ fn too_large(field: &str, size: u64, limit: u64) -> Result<()> {
         .with("size", size)
         .with("limit", limit)
         .field(field))
+}
+
+/// The `Write` reply for an outcome (also what its receipt stores).
+fn write_response(path: &SpacePath, outcome: &crate::store::WriteOutcome) -> pb::WriteResponse {
+    pb::WriteResponse {
+        node_id: outcome.node.to_string(),
+        version: outcome.version,
+        hash: outcome.hash.to_hex(),
+        total_length: outcome.text.utf16_len,
+        created: outcome.created,
+        written: outcome.written,
+        size: outcome.size,
+        revision: outcome.revision,
+        path: path.to_string(),
+    }
 }

@@ -8,6 +8,7 @@ mod content;
 mod convert;
 mod edit;
 mod filesystem;
+mod idempotency;
 pub mod page_token;
 mod read;
 mod transfer;
@@ -39,6 +40,8 @@ pub struct Front {
     /// Where grep jobs run.
     pub workers: Workers,
     pub grep_budget: PageBudget,
+    /// Idempotency scopes of calls running now.
+    pub in_flight: idempotency::InFlight,
 }
 
 pub use content::ContentService;

@@ -3,7 +3,7 @@
 use agentvfs_proto::v1 as pb;
 use tokio_stream::StreamExt as _;
 
-use super::{Front, convert};
+use super::{Front, convert, idempotency};
 use crate::auth::{Caller, Need};
 use crate::error::{Error, Reason, Result};
 use crate::store::{Actor, Hash, WriteBody, WriteMode, WriteOp, WriteOutcome};
@@ -63,14 +63,28 @@ fn stream_error(status: &tonic::Status) -> Error {
     Error::new(Reason::InvalidArgument, format!("The upload stream failed: {}.", status.message()))
 }
 
-/// Saves a received upload.
+/// Saves a received upload; the idempotency fingerprint covers the header
+/// and the bytes.
 pub(super) fn store_upload(
     front: &Front,
     caller: &Caller,
     header: pb::UploadHeader,
     data: Vec<u8>,
-) -> Result<WriteOutcome> {
+) -> Result<pb::UploadResponse> {
     let target = front.target(caller, &header.space, &header.path, &header.base, "header.path", Need::Write)?;
+    let key = header.idempotency_key.clone();
+    let fingerprint = if key.is_empty() {
+        [0; 32]
+    } else {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&prost::Message::encode_to_vec(&header));
+        hasher.update(&data);
+        *hasher.finalize().as_bytes()
+    };
+    let claim = match idempotency::begin(front, caller, &target.space.id.to_string(), "Upload", &key, fingerprint)? {
+        idempotency::Step::Replay(response) => return Ok(response),
+        idempotency::Step::Run(claim) => claim,
+    };
     let outcome = front.store.write(WriteOp {
         space: target.space.id,
         path: target.path,
@@ -83,9 +97,21 @@ pub(super) fn store_upload(
             tool_call: caller.tool_call.clone(),
             idempotency_key: super::non_empty(header.idempotency_key),
         },
+        receipt: claim.as_ref().map(|c| c.write_plan(upload_response)),
     })?;
     super::upsert_session(front, caller, outcome.node, outcome.version);
-    Ok(outcome)
+    Ok(upload_response(&outcome))
+}
+
+fn upload_response(outcome: &WriteOutcome) -> pb::UploadResponse {
+    pb::UploadResponse {
+        node_id: outcome.node.to_string(),
+        version: outcome.version,
+        hash: outcome.hash.to_hex(),
+        size: outcome.size,
+        created: outcome.created,
+        revision: outcome.revision,
+    }
 }
 
 /// The messages of a download: the header with the first bytes, then the rest.

@@ -12,8 +12,8 @@ use sled::Transactional;
 use sled::transaction::ConflictableTransactionError;
 
 use super::records::{
-    Change, ChangeKind, Entry, Hash, Kind, NodeRecord, RevisionRecord, SpaceRecord, TrashRecord, VersionRecord, decode,
-    encode, now_ms,
+    Change, ChangeKind, Entry, Hash, Kind, NodeRecord, Receipt, RevisionRecord, SpaceRecord, TrashRecord,
+    VersionRecord, decode, encode, now_ms,
 };
 use super::{Store, content, keys};
 use crate::error::{Error, Reason, Result};
@@ -41,6 +41,8 @@ pub(crate) struct Commit {
     pub purge: Vec<Purge>,
     /// Trash records written (`Some`) or dropped (`None`), by key.
     pub trash: Vec<(Vec<u8>, Option<TrashRecord>)>,
+    /// The receipt of the idempotent call that made this commit.
+    pub receipt: Option<([u8; 32], Receipt)>,
 }
 
 /// A record a permanent removal deletes.
@@ -81,6 +83,7 @@ impl Commit {
             functions: None,
             purge: Vec::new(),
             trash: Vec::new(),
+            receipt: None,
         }
     }
 
@@ -252,8 +255,9 @@ impl Store {
         });
         let trash_values: Vec<_> =
             commit.trash.iter().map(|(key, record)| (key, record.as_ref().map(encode))).collect();
-        (&t.spaces, &t.current, &t.history, &t.nodes, &t.versions, &t.content, &t.revlog, &t.trash).transaction(
-            |(spaces, current, history, nodes, versions, content, revlog, trash)| {
+        let receipt_value = commit.receipt.as_ref().map(|(key, receipt)| (key, encode(receipt)));
+        (&t.spaces, &t.current, &t.history, &t.nodes, &t.versions, &t.content, &t.revlog, &t.trash, &t.receipts)
+            .transaction(|(spaces, current, history, nodes, versions, content, revlog, trash, receipts)| {
                 if commit.creating {
                     if spaces.get(&name_key)?.is_some() {
                         return Err(ConflictableTransactionError::Abort(
@@ -311,6 +315,9 @@ impl Store {
                         }
                     }
                 }
+                if let Some((key, value)) = &receipt_value {
+                    receipts.insert(key.as_slice(), value.as_slice())?;
+                }
                 for (key, value) in &trash_values {
                     match value {
                         Some(value) => trash.insert(key.as_slice(), value.as_slice())?,
@@ -322,8 +329,7 @@ impl Store {
                 }
                 revlog.insert(keys::revlog(commit.space.id, commit.revision()), revlog_value.as_slice())?;
                 Ok(())
-            },
-        )?;
+            })?;
         Ok(())
     }
 }

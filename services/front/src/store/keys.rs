@@ -16,6 +16,7 @@
 //! | `content` | hash `c` chunk | bytes (≤ [`super::content::CHUNK_SIZE`]) |
 //! | `revlog` | space revision | `RevisionRecord` |
 //! | `trash` | space node | `TrashRecord` (a trashed subtree) |
+//! | `receipts` | BLAKE3(space, principal, method, key) | `Receipt` |
 //!
 //! Paths never contain NUL, so `00` separates a path from its revision and
 //! all revisions of one path sort together, in path byte order.

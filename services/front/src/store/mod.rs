@@ -27,10 +27,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub(crate) use commit::Commit;
 pub use flusher::Durability;
 pub use generate::Generated;
-pub use records::{ChangeKind, Entry, Hash, Kind, NodeRecord, Quota, Role, SpaceRecord, Usage, VersionRecord};
+pub use records::{ChangeKind, Entry, Hash, Kind, NodeRecord, Quota, Receipt, Role, SpaceRecord, Usage, VersionRecord};
 pub use snapshot::{ScanOptions, ScanPage};
 pub use spaces::NewSpace;
-pub use write::{Actor, WriteBody, WriteMode, WriteOp, WriteOutcome, not_text, version_conflict};
+pub use write::{Actor, ReceiptPlan, WriteBody, WriteMode, WriteOp, WriteOutcome, not_text, version_conflict};
 
 use crate::error::{Error, Reason, Result};
 use crate::ids::{NodeId, SpaceId};
@@ -87,6 +87,7 @@ struct Trees {
     content: sled::Tree,
     revlog: sled::Tree,
     trash: sled::Tree,
+    receipts: sled::Tree,
 }
 
 /// Why the store could not be opened.
@@ -123,6 +124,7 @@ impl Store {
             content: tree("content").map_err(sled_err)?,
             revlog: tree("revlog").map_err(sled_err)?,
             trash: tree("trash").map_err(sled_err)?,
+            receipts: tree("receipts").map_err(sled_err)?,
         };
         match db.get(FORMAT_KEY).map_err(sled_err)? {
             Some(found) if found != FORMAT => {
@@ -257,6 +259,32 @@ impl Store {
     /// The bytes with this hash, verified.
     pub fn content(&self, hash: Hash) -> Result<Vec<u8>> {
         content::read(&self.trees().content, hash)
+    }
+
+    /// The receipt of an idempotent call, if one is kept.
+    pub fn receipt(&self, key: &[u8; 32]) -> Result<Option<Receipt>> {
+        self.trees().receipts.get(key)?.map(|raw| decode(&raw)).transpose()
+    }
+
+    /// Keeps a receipt for a call that changed nothing (a change's receipt is
+    /// written by its commit, in the same transaction).
+    pub fn put_receipt(&self, key: &[u8; 32], receipt: &Receipt) -> Result<()> {
+        self.trees().receipts.insert(key, records::encode(receipt))?;
+        Ok(())
+    }
+
+    /// Drops receipts created before `cutoff_ms`; returns how many.
+    pub fn prune_receipts(&self, cutoff_ms: i64) -> Result<usize> {
+        let mut pruned = 0;
+        for item in self.trees().receipts.iter() {
+            let (key, value) = item?;
+            let receipt: Receipt = decode(&value)?;
+            if receipt.created_ms < cutoff_ms {
+                self.trees().receipts.remove(key)?;
+                pruned += 1;
+            }
+        }
+        Ok(pruned)
     }
 
     /// Whether content with this hash is stored.

@@ -200,3 +200,13 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
+
+/// The stored result of an idempotent call, replayed for retries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Receipt {
+    /// BLAKE3 of the request, so a reused key with another request is caught.
+    pub fingerprint: [u8; 32],
+    /// The encoded response message.
+    pub response: Vec<u8>,
+    pub created_ms: i64,
+}

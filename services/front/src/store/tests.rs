@@ -194,6 +194,7 @@ proptest! {
                         expected_version: expected,
                         operation: "write",
                         actor: Actor { principal: "p".into(), ..Actor::default() },
+                        receipt: None,
                     });
                     match (want, got) {
                         (Ok(Some(next)), Ok(outcome)) => {
@@ -267,6 +268,7 @@ fn deleting_a_space_frees_its_content_and_its_name() {
                 expected_version: None,
                 operation: "write",
                 actor: Actor::default(),
+                receipt: None,
             })
             .unwrap()
     };
@@ -298,6 +300,7 @@ fn large_content_is_chunked_and_verified() {
             expected_version: None,
             operation: "write",
             actor: Actor::default(),
+            receipt: None,
         })
         .unwrap();
     assert_eq!(store.content(outcome.hash).unwrap(), body);
@@ -318,4 +321,17 @@ fn a_directory_that_is_not_a_store_is_refused() {
     }
     let error = Store::open(dir.path(), Durability::Group, StoreLimits::default()).unwrap_err();
     assert!(matches!(error, OpenError::Format { .. }), "{error}");
+}
+
+#[test]
+fn receipts_are_pruned_by_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let old = Receipt { fingerprint: [1; 32], response: vec![1], created_ms: 1_000 };
+    let new = Receipt { fingerprint: [2; 32], response: vec![2], created_ms: 5_000 };
+    store.put_receipt(&[1; 32], &old).unwrap();
+    store.put_receipt(&[2; 32], &new).unwrap();
+    assert_eq!(store.prune_receipts(2_000).unwrap(), 1);
+    assert!(store.receipt(&[1; 32]).unwrap().is_none());
+    assert_eq!(store.receipt(&[2; 32]).unwrap(), Some(new));
 }

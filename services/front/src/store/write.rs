@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::Store;
 use super::commit::Commit;
-use super::records::{Entry, Hash, VersionRecord};
+use super::records::{Entry, Hash, Receipt, VersionRecord, now_ms};
 use crate::error::{Error, Reason, Result};
 use crate::ids::{NodeId, SpaceId};
 use crate::path::SpacePath;
@@ -34,7 +34,31 @@ pub enum WriteMode {
     CreateNew,
 }
 
-#[derive(Debug, Clone)]
+/// Encodes the response a caller gets for a write's outcome.
+pub type RenderResponse = Box<dyn Fn(&WriteOutcome) -> Vec<u8> + Send>;
+
+/// The receipt an idempotent write leaves: stored with the change itself, so
+/// that a retry finds it exactly when the change happened.
+pub struct ReceiptPlan {
+    pub key: [u8; 32],
+    pub fingerprint: [u8; 32],
+    /// Encodes the response the caller gets for this outcome.
+    pub render: RenderResponse,
+}
+
+impl std::fmt::Debug for ReceiptPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReceiptPlan").finish_non_exhaustive()
+    }
+}
+
+impl ReceiptPlan {
+    fn receipt(&self, outcome: &WriteOutcome) -> Receipt {
+        Receipt { fingerprint: self.fingerprint, response: (self.render)(outcome), created_ms: now_ms() }
+    }
+}
+
+#[derive(Debug)]
 pub struct WriteOp {
     pub space: SpaceId,
     pub path: SpacePath,
@@ -45,6 +69,8 @@ pub struct WriteOp {
     /// Recorded on the version (`write`, `append`, `upload`, …).
     pub operation: &'static str,
     pub actor: Actor,
+    /// Set for idempotent calls.
+    pub receipt: Option<ReceiptPlan>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +110,7 @@ impl Store {
         let text_body = matches!(op.body, WriteBody::Text(_));
         if let (Some(entry), WriteMode::CreateNew) = (&existing, op.mode) {
             let version = self.version(op.space, entry.node, entry.version)?.ok_or_else(|| missing_version(path))?;
-            return Ok(WriteOutcome {
+            let outcome = WriteOutcome {
                 node: entry.node,
                 version: entry.version,
                 hash: entry.hash,
@@ -94,7 +120,8 @@ impl Store {
                 written: false,
                 changed: false,
                 revision: space.revision,
-            });
+            };
+            return self.unchanged(outcome, op.receipt.as_ref());
         }
 
         let body = match op.body {
@@ -133,7 +160,7 @@ impl Store {
         if let Some(entry) = &existing
             && entry.hash == hash
         {
-            return Ok(WriteOutcome {
+            let outcome = WriteOutcome {
                 node: entry.node,
                 version: entry.version,
                 hash,
@@ -143,7 +170,8 @@ impl Store {
                 written: true,
                 changed: false,
                 revision: space.revision,
-            });
+            };
+            return self.unchanged(outcome, op.receipt.as_ref());
         }
 
         let mut commit = Commit::new(space.clone(), &op.actor.principal);
@@ -161,8 +189,7 @@ impl Store {
         };
         let entry = commit.put_file(path, existing.as_ref(), record, Arc::new(bytes), false);
         commit.check_quota(&space)?;
-        self.apply(&commit)?;
-        Ok(WriteOutcome {
+        let outcome = WriteOutcome {
             node: entry.node,
             version: entry.version,
             hash,
@@ -172,7 +199,20 @@ impl Store {
             written: true,
             changed: true,
             revision: commit.revision(),
-        })
+        };
+        if let Some(plan) = &op.receipt {
+            commit.receipt = Some((plan.key, plan.receipt(&outcome)));
+        }
+        self.apply(&commit)?;
+        Ok(outcome)
+    }
+
+    /// Finishes a write that changed nothing, keeping its receipt.
+    fn unchanged(&self, outcome: WriteOutcome, receipt: Option<&ReceiptPlan>) -> Result<WriteOutcome> {
+        if let Some(plan) = receipt {
+            self.put_receipt(&plan.key, &plan.receipt(&outcome))?;
+        }
+        Ok(outcome)
     }
 }
 

@@ -52,7 +52,7 @@ impl Front {
     async fn start(durability: &str) -> Front {
         let temp = tempfile::tempdir().expect("temp dir");
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentvfs-front"))
-            .args(["--dev", "--listen", "127.0.0.1:0", "--durability", durability, "--data-dir"])
+            .args(["--dev", "--listen", "127.0.0.1:0", "--rate-limit", "0", "--durability", durability, "--data-dir"])
             .arg(temp.path().join("data"))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -17,7 +17,7 @@ use crate::error::{Error, Reason, Result};
 use crate::store::{Role, SpaceRecord};
 
 /// The authenticated caller of one request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Caller {
     pub principal: String,
     /// Owner of every space; may create spaces.
@@ -28,6 +28,8 @@ pub struct Caller {
     pub session: Option<String>,
     /// `x-agentvfs-tool-call`.
     pub tool_call: Option<String>,
+    /// The call's admission; released when the last clone is dropped.
+    pub admission: Option<crate::admission::Permit>,
 }
 
 /// What a call needs in its space.
@@ -133,6 +135,7 @@ impl Authenticator {
             read_only,
             session: header(metadata, "x-agentvfs-session")?,
             tool_call: header(metadata, "x-agentvfs-tool-call")?,
+            admission: None,
         })
     }
 }

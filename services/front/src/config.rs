@@ -79,6 +79,12 @@ pub struct Options {
     /// Bytes one grep page scans at most.
     #[arg(long, env = "AGENTVFS_GREP_MAX_BYTES")]
     pub grep_max_bytes: Option<u64>,
+    /// Calls served at once; more fail fast with OVERLOADED.
+    #[arg(long, env = "AGENTVFS_MAX_IN_FLIGHT")]
+    pub max_in_flight: Option<usize>,
+    /// Calls per second per principal, bursts of twice that (0: unlimited).
+    #[arg(long, env = "AGENTVFS_RATE_LIMIT")]
+    pub rate_limit: Option<u32>,
     /// Hours idempotency receipts are kept (at least 24).
     #[arg(long, env = "AGENTVFS_RECEIPT_HOURS")]
     pub receipt_hours: Option<u64>,
@@ -114,6 +120,8 @@ pub struct Config {
     pub grep_max_files: usize,
     pub grep_max_bytes: u64,
     pub receipt_retention: Duration,
+    pub max_in_flight: usize,
+    pub rate_limit: u32,
 }
 
 /// A configuration that cannot be used; the message is printed as is.
@@ -152,6 +160,8 @@ impl Options {
             grep_max_files: self.grep_max_files.or(file.grep_max_files),
             grep_max_bytes: self.grep_max_bytes.or(file.grep_max_bytes),
             receipt_hours: self.receipt_hours.or(file.receipt_hours),
+            max_in_flight: self.max_in_flight.or(file.max_in_flight),
+            rate_limit: self.rate_limit.or(file.rate_limit),
             session_idle_seconds: self.session_idle_seconds.or(file.session_idle_seconds),
             print_config: self.print_config,
         })
@@ -185,6 +195,8 @@ impl Options {
             grep_max_files: self.grep_max_files.unwrap_or(1_000),
             grep_max_bytes: self.grep_max_bytes.unwrap_or(10 << 20),
             receipt_retention: Duration::from_secs(3600 * self.receipt_hours.unwrap_or(24)),
+            max_in_flight: self.max_in_flight.unwrap_or(4096),
+            rate_limit: self.rate_limit.unwrap_or(5000),
         };
         config.validate()?;
         Ok(config)
@@ -209,6 +221,9 @@ impl Config {
         if self.max_message_bytes < 64 << 10 {
             return Err(ConfigError("--max-message-bytes must be at least 65536".to_owned()));
         }
+        if self.max_in_flight == 0 {
+            return Err(ConfigError("--max-in-flight must be positive".to_owned()));
+        }
         if self.receipt_retention < Duration::from_secs(24 * 3600) {
             return Err(ConfigError("--receipt-hours must be at least 24".to_owned()));
         }
@@ -228,7 +243,7 @@ impl Config {
              log-format = \"{:?}\"\nmax-text-bytes = {}\nmax-file-bytes = {}\nmax-message-bytes = {}\n\
              default-quota-bytes = {}\ndefault-quota-files = {}\ndrain-seconds = {}\n\
              session-capacity = {}\nsession-idle-seconds = {}\ngrep-concurrency = {}\ngrep-queue = {}\n\
-             grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\n",
+             grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\nmax-in-flight = {}\nrate-limit = {}\n",
             self.listen,
             self.data_dir.display(),
             self.workers,
@@ -249,6 +264,8 @@ impl Config {
             self.grep_max_files,
             self.grep_max_bytes,
             self.receipt_retention.as_secs() / 3600,
+            self.max_in_flight,
+            self.rate_limit,
         )
     }
 }

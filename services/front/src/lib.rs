@@ -17,6 +17,7 @@
 //! assert!(SpacePath::parse("/notes/../etc").is_err());
 //! ```
 
+pub mod admission;
 pub mod auth;
 pub mod config;
 pub mod diff;

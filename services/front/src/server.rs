@@ -61,8 +61,10 @@ pub async fn serve(
         workers,
         grep_budget,
         in_flight: Default::default(),
+        admission: crate::admission::Admission::new(config.max_in_flight, config.rate_limit),
     });
     let content = ContentStoreServer::new(services.content()).max_encoding_message_size(limit);
+    let services_for_admission = services.clone();
     let filesystem =
         FileSystemServer::new(services.clone()).max_decoding_message_size(limit).max_encoding_message_size(limit);
     let admin = AdminServer::new(services).max_decoding_message_size(limit).max_encoding_message_size(limit);
@@ -97,12 +99,23 @@ pub async fn serve(
         });
     let server = tokio::spawn(server);
     let pruner = tokio::spawn(prune_receipts(store.clone(), config.receipt_retention));
+    let forgetter = tokio::spawn({
+        let services = services_for_admission.clone();
+        async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+            loop {
+                tick.tick().await;
+                services.forget_idle_rates();
+            }
+        }
+    });
 
     shutdown.await;
     tracing::info!("shutting down: draining in-flight calls");
     health.set_not_serving::<FileSystemServer<Services>>().await;
     health.set_not_serving::<AdminServer<Services>>().await;
     pruner.abort();
+    forgetter.abort();
     let _ = stop.send(());
     match tokio::time::timeout(config.drain, server).await {
         Ok(Ok(result)) => result?,

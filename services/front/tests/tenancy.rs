@@ -273,3 +273,22 @@ async fn quotas_can_be_lowered_and_trash_stays_allowed_over_them() {
     assert!(response.atomic, "{response:?}");
     fs.write(write_text("s", "/more.txt", "y")).await.unwrap();
 }
+
+#[tokio::test]
+async fn principals_over_their_rate_are_shed_with_a_retry_delay() {
+    let front = Front::start_with(&["--rate-limit", "5"]).await;
+    let mut fs = front.fs().await;
+    let mut limited = None;
+    for _ in 0..40 {
+        if let Err(status) = fs.read(read("nope", "/x")).await
+            && status.code() == Code::ResourceExhausted
+        {
+            limited = Some(status);
+            break;
+        }
+    }
+    let status = limited.expect("a burst of 40 calls exceeds 5/s with bursts of 10");
+    assert_error(&status, Code::ResourceExhausted, "RATE_LIMITED");
+    use tonic_types::StatusExt;
+    assert!(status.get_error_details().retry_info().is_some());
+}

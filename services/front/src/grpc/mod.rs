@@ -42,6 +42,7 @@ pub struct Front {
     pub grep_budget: PageBudget,
     /// Idempotency scopes of calls running now.
     pub in_flight: idempotency::InFlight,
+    pub admission: crate::admission::Admission,
 }
 
 pub use content::ContentService;
@@ -55,6 +56,11 @@ pub struct Services {
 impl Services {
     pub fn new(front: Front) -> Self {
         Self { front: Arc::new(front) }
+    }
+
+    /// Forgets the rate state of idle principals (bounded memory).
+    pub fn forget_idle_rates(&self) {
+        self.front.admission.forget_idle();
     }
 
     /// The internal content service over the same state.
@@ -71,8 +77,11 @@ pub struct Target {
 }
 
 impl Front {
+    /// Authenticates and admits a call.
     pub fn caller<T>(&self, request: &Request<T>) -> Result<Caller> {
-        self.auth.authenticate(request.metadata())
+        let mut caller = self.auth.authenticate(request.metadata())?;
+        caller.admission = Some(self.admission.admit(&caller.principal)?);
+        Ok(caller)
     }
 
     /// Finds a space by ID or exact name and checks the caller's rights. A

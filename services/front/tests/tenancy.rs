@@ -292,3 +292,57 @@ async fn principals_over_their_rate_are_shed_with_a_retry_delay() {
     use tonic_types::StatusExt;
     assert!(status.get_error_details().retry_info().is_some());
 }
+
+#[tokio::test]
+async fn usage_stays_exact_across_changes_and_restarts() {
+    let mut front = Front::start().await;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    for i in 0..10 {
+        fs.write(write_text("s", &format!("/d{}/f{i}.txt", i % 3), &"z".repeat(100 * i))).await.unwrap();
+    }
+    let actions = vec![
+        action(Action::Copy(pb::CopyAction { from: "/d0".into(), to_folder: "/".into(), name: "copy".into() })),
+        action(Action::Trash(pb::TrashAction { path: "/d1".into() })),
+        action(Action::Edit(pb::EditAction {
+            path: "/d2/f2.txt".into(),
+            base_version: Some(1),
+            edits: vec![pb::TextEdit {
+                kind: Some(pb::text_edit::Kind::Append(pb::AppendEdit { text: "more".into() })),
+            }],
+        })),
+    ];
+    fs.batch(batch(actions, true)).await.unwrap();
+    let mut admin = front.admin().await;
+    admin
+        .remove(pb::RemoveRequest { space: "s".into(), path: "/d2/f5.txt".into(), ..Default::default() })
+        .await
+        .unwrap();
+    admin
+        .restore(pb::RestoreRequest { space: "s".into(), reference: "/d1".into(), ..Default::default() })
+        .await
+        .unwrap();
+    front.crash_and_restart().await;
+
+    let mut fs = front.fs().await;
+    let listing = fs
+        .list(pb::ListRequest { space: "s".into(), recursive: true, page_size: 200, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    let files: Vec<_> = listing.iter().filter(|e| e.kind == pb::NodeKind::File as i32).collect();
+    let dirs = listing.len() - files.len();
+    let usage = front
+        .admin()
+        .await
+        .get_space(pb::GetSpaceRequest { space: "s".into() })
+        .await
+        .unwrap()
+        .into_inner()
+        .usage
+        .unwrap();
+    assert_eq!(usage.files, files.len() as u64);
+    assert_eq!(usage.bytes, files.iter().map(|f| f.size).sum::<u64>());
+    assert_eq!(usage.directories, dirs as u64);
+}

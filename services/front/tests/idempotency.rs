@@ -156,3 +156,49 @@ async fn a_cancelled_call_retried_with_its_key_applies_once() {
     let size = front.fs().await.read(pb::ReadRequest { max_chars: 2, ..read("s", "/big.txt") }).await.unwrap();
     assert_eq!(size.into_inner().size, 2 << 20);
 }
+
+#[tokio::test]
+async fn admin_mutations_replay_too() {
+    let front = Front::start().await;
+    let mut admin = front.admin().await;
+    let create = pb::CreateSpaceRequest { name: "s".into(), idempotency_key: "c".into(), ..Default::default() };
+    let created = admin.create_space(create.clone()).await.unwrap().into_inner();
+    assert_eq!(admin.create_space(create).await.unwrap().into_inner(), created, "not ALREADY_EXISTS");
+    let other = pb::CreateSpaceRequest { name: "t".into(), idempotency_key: "c".into(), ..Default::default() };
+    assert_error(&admin.create_space(other).await.unwrap_err(), Code::FailedPrecondition, "IDEMPOTENCY_KEY_REUSED");
+
+    let mut fs = front.fs().await;
+    fs.write(write_text("s", "/x/a.txt", "a")).await.unwrap();
+    let trash = pb::BatchRequest {
+        space: "s".into(),
+        actions: vec![pb::BatchAction {
+            action: Some(pb::batch_action::Action::Trash(pb::TrashAction { path: "/x".into() })),
+        }],
+        apply: true,
+        idempotency_key: "t".into(),
+        ..Default::default()
+    };
+    fs.batch(trash).await.unwrap();
+    let restore = pb::RestoreRequest { space: "s".into(), reference: "/x".into(), idempotency_key: "r".into() };
+    let restored = admin.restore(restore.clone()).await.unwrap().into_inner();
+    assert_eq!(admin.restore(restore).await.unwrap().into_inner(), restored, "not NOT_FOUND");
+
+    let remove =
+        pb::RemoveRequest { space: "s".into(), path: "/x".into(), recursive: true, idempotency_key: "rm".into() };
+    let removed = admin.remove(remove.clone()).await.unwrap().into_inner();
+    assert_eq!(admin.remove(remove).await.unwrap().into_inner(), removed);
+
+    let quota = pb::SetQuotaRequest {
+        space: "s".into(),
+        quota: Some(pb::Quota { max_bytes: 1 << 20, max_files: 10 }),
+        idempotency_key: "q".into(),
+    };
+    let set = admin.set_quota(quota.clone()).await.unwrap().into_inner();
+    assert_eq!(admin.set_quota(quota).await.unwrap().into_inner(), set);
+
+    let delete = pb::DeleteSpaceRequest { space: "s".into(), confirm: "s".into(), idempotency_key: "d".into() };
+    let deleted = admin.delete_space(delete.clone()).await.unwrap().into_inner();
+    // The space is gone, so the replay is not authorized any more: NOT_FOUND.
+    assert_error(&admin.delete_space(delete).await.unwrap_err(), Code::NotFound, "NOT_FOUND");
+    assert_eq!(deleted.space_id, created.id);
+}

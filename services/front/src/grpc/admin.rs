@@ -5,13 +5,15 @@ use agentvfs_proto::v1::admin_server::Admin;
 use tonic::{Request, Response, Status};
 
 use super::page_token::{PageToken, fingerprint};
-use super::{Services, convert, page_size};
+use super::{Services, convert, idempotency, page_size};
 use crate::auth::Need;
 use crate::error::{Error, Reason};
 use crate::path::SpacePath;
 use crate::reference::Reference;
-use crate::store::{NewSpace, Quota, Role};
+use crate::store::Generated;
+use crate::store::{NewSpace, Quota, Role, SpaceRecord};
 use crate::system_files::{Function, valid_function_name};
+use prost::Message as _;
 
 /// Most functions in one registration.
 const MAX_FUNCTIONS: usize = 500;
@@ -33,15 +35,27 @@ impl Admin for Services {
             );
         }
         let req = request.into_inner();
+        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
         let quota = req.quota.unwrap_or_default();
         let new = NewSpace {
             name: req.name,
             owner: caller.principal.clone(),
             quota: Quota { max_bytes: quota.max_bytes, max_files: quota.max_files },
         };
-        let space = front.store.blocking(move |store| store.create_space(new)).await?;
-        front.store.durable().await?;
-        Ok(Response::new(convert::space(&space)))
+        let key = req.idempotency_key;
+        let response = front
+            .store
+            .clone()
+            .blocking(move |store| {
+                idempotency::run(&front, &caller, "", "CreateSpace", &key, fingerprint, |ticket| {
+                    let render = |space: &crate::store::SpaceRecord| convert::space(space).encode_to_vec();
+                    let space = store.create_space(new, ticket.map(|t| (t, &render as &dyn Fn(&_) -> Vec<u8>)))?;
+                    Ok(convert::space(&space))
+                })
+            })
+            .await?;
+        self.front.store.durable().await?;
+        Ok(Response::new(response))
     }
 
     async fn get_space(&self, request: Request<pb::GetSpaceRequest>) -> Result<Response<pb::Space>, Status> {
@@ -102,7 +116,8 @@ impl Admin for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        let deleted = front
+        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
+        let response = front
             .store
             .clone()
             .blocking(move |store| {
@@ -114,11 +129,16 @@ impl Admin for Services {
                     )
                     .field("confirm"));
                 }
-                store.delete_space(space.id)
+                let scope = space.id.to_string();
+                idempotency::run(&front, &caller, &scope, "DeleteSpace", &req.idempotency_key, fingerprint, |ticket| {
+                    let response = pb::DeleteSpaceResponse { space_id: space.id.to_string() };
+                    store.delete_space(space.id, ticket.map(|t| (t, response.encode_to_vec())))?;
+                    Ok(response)
+                })
             })
             .await?;
         self.front.store.durable().await?;
-        Ok(Response::new(pb::DeleteSpaceResponse { space_id: deleted.id.to_string() }))
+        Ok(Response::new(response))
     }
 
     async fn register_functions(
@@ -128,21 +148,36 @@ impl Admin for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        let functions = parse_functions(req.functions)?;
-        let generated = front
+        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
+        let functions = parse_functions(req.functions.clone())?;
+        let response = front
             .store
             .clone()
             .blocking(move |store| {
                 let space = front.space(&caller, &req.space, Need::Admin)?;
-                store.register_functions(space.id, functions, &caller.principal)
+                let scope = space.id.to_string();
+                idempotency::run(
+                    &front,
+                    &caller,
+                    &scope,
+                    "RegisterFunctions",
+                    &req.idempotency_key,
+                    fingerprint,
+                    |ticket| {
+                        let render = |g: &Generated| registered(g).encode_to_vec();
+                        let generated = store.register_functions(
+                            space.id,
+                            functions,
+                            &caller.principal,
+                            ticket.map(|t| (t, &render as &dyn Fn(&Generated) -> Vec<u8>)),
+                        )?;
+                        Ok(registered(&generated))
+                    },
+                )
             })
             .await?;
         self.front.store.durable().await?;
-        Ok(Response::new(pb::RegisterFunctionsResponse {
-            written: generated.written,
-            skipped_user_modified: generated.skipped_user_modified,
-            revision: generated.revision,
-        }))
+        Ok(Response::new(response))
     }
 
     async fn restore_default(
@@ -152,7 +187,8 @@ impl Admin for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        let generated = front
+        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
+        let response = front
             .store
             .clone()
             .blocking(move |store| {
@@ -160,15 +196,29 @@ impl Admin for Services {
                 let path = SpacePath::parse(&req.path).map_err(|e| {
                     super::reference_error(crate::reference::ReferenceError::Path(e), "path", &req.path)
                 })?;
-                store.restore_default(space.id, &path, &caller.principal)
+                let scope = space.id.to_string();
+                idempotency::run(
+                    &front,
+                    &caller,
+                    &scope,
+                    "RestoreDefault",
+                    &req.idempotency_key,
+                    fingerprint,
+                    |ticket| {
+                        let render = |g: &Generated| restored_default(g).encode_to_vec();
+                        let generated = store.restore_default(
+                            space.id,
+                            &path,
+                            &caller.principal,
+                            ticket.map(|t| (t, &render as &dyn Fn(&Generated) -> Vec<u8>)),
+                        )?;
+                        Ok(restored_default(&generated))
+                    },
+                )
             })
             .await?;
         self.front.store.durable().await?;
-        Ok(Response::new(pb::RestoreDefaultResponse {
-            version: generated.version,
-            changed: !generated.written.is_empty(),
-            revision: generated.revision,
-        }))
+        Ok(Response::new(response))
     }
 
     async fn set_access(&self, request: Request<pb::SetAccessRequest>) -> Result<Response<pb::Space>, Status> {
@@ -185,34 +235,45 @@ impl Admin for Services {
         if req.principal.is_empty() || req.principal.len() > 256 || req.principal.chars().any(char::is_control) {
             return Err(Error::invalid_argument("principal", "principal must be 1-256 printable characters.").into());
         }
+        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
         let space = front
             .store
             .clone()
             .blocking(move |store| {
                 let space = front.space(&caller, &req.space, Need::Admin)?;
-                store.update_space(space.id, &caller.principal, |space| {
-                    space.access.retain(|(p, _)| p != &req.principal);
-                    if let Some(role) = role {
-                        space.access.push((req.principal.clone(), role));
-                        space.access.sort();
-                    }
-                    if !space.access.iter().any(|(_, r)| *r == Role::Owner) {
-                        return Err(
-                            Error::new(Reason::InvalidArgument, "A space keeps at least one owner.").field("role")
-                        );
-                    }
-                    Ok(())
+                let scope = space.id.to_string();
+                idempotency::run(&front, &caller, &scope, "SetAccess", &req.idempotency_key, fingerprint, |ticket| {
+                    let render = |space: &SpaceRecord| convert::space(space).encode_to_vec();
+                    let space = store.update_space(
+                        space.id,
+                        &caller.principal,
+                        |space| {
+                            space.access.retain(|(p, _)| p != &req.principal);
+                            if let Some(role) = role {
+                                space.access.push((req.principal.clone(), role));
+                                space.access.sort();
+                            }
+                            if !space.access.iter().any(|(_, r)| *r == Role::Owner) {
+                                return Err(Error::new(Reason::InvalidArgument, "A space keeps at least one owner.")
+                                    .field("role"));
+                            }
+                            Ok(())
+                        },
+                        ticket.map(|t| (t, &render as &dyn Fn(&SpaceRecord) -> Vec<u8>)),
+                    )?;
+                    Ok(convert::space(&space))
                 })
             })
             .await?;
         self.front.store.durable().await?;
-        Ok(Response::new(convert::space(&space)))
+        Ok(Response::new(space))
     }
 
     async fn set_quota(&self, request: Request<pb::SetQuotaRequest>) -> Result<Response<pb::Space>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
+        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
         let requested = req.quota.unwrap_or_default();
         let space = front
             .store
@@ -221,80 +282,110 @@ impl Admin for Services {
                 let space = front.space(&caller, &req.space, Need::Admin)?;
                 let quota =
                     store.effective_quota(Quota { max_bytes: requested.max_bytes, max_files: requested.max_files });
-                store.update_space(space.id, &caller.principal, |space| {
-                    space.quota = quota;
-                    Ok(())
+                let scope = space.id.to_string();
+                idempotency::run(&front, &caller, &scope, "SetQuota", &req.idempotency_key, fingerprint, |ticket| {
+                    let render = |space: &SpaceRecord| convert::space(space).encode_to_vec();
+                    let change = |space: &mut SpaceRecord| {
+                        space.quota = quota;
+                        Ok(())
+                    };
+                    let ticket = ticket.map(|t| (t, &render as &dyn Fn(&SpaceRecord) -> Vec<u8>));
+                    Ok(convert::space(&store.update_space(space.id, &caller.principal, change, ticket)?))
                 })
             })
             .await?;
         self.front.store.durable().await?;
-        Ok(Response::new(convert::space(&space)))
+        Ok(Response::new(space))
     }
 
     async fn remove(&self, request: Request<pb::RemoveRequest>) -> Result<Response<pb::RemoveResponse>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        let (removed, revision) = front
+        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
+        let response = front
             .store
             .clone()
             .blocking(move |store| {
                 let space = front.space(&caller, &req.space, Need::Admin)?;
                 let reference =
                     Reference::parse(&req.path).map_err(|e| super::reference_error(e, "path", &req.path))?;
-                store.mutate(space.id, &caller.principal, true, |store, commit| match reference {
-                    Reference::Item(node) if store.trashed(space.id, node)?.is_some() => {
-                        commit.remove_trashed(store, node)
-                    }
-                    Reference::Item(node) => {
-                        let record = store
-                            .node(node)?
-                            .filter(|r| r.space == space.id)
-                            .ok_or_else(|| Error::not_found(&req.path))?;
-                        remove_live(store, commit, &SpacePath::from_stored(record.path), req.recursive)
-                    }
-                    Reference::Absolute(path) | Reference::Relative(path) => {
-                        remove_live(store, commit, &path, req.recursive)
-                    }
-                    _ => Err(Error::invalid_argument(
-                        "path",
-                        "Name a path or an agentvfs:item: reference in this space.",
-                    )),
+                let scope = space.id.to_string();
+                idempotency::run(&front, &caller, &scope, "Remove", &req.idempotency_key, fingerprint, |ticket| {
+                    let (response, _) = store.mutate(space.id, &caller.principal, true, |store, commit| {
+                        let removed = match &reference {
+                            Reference::Item(node) if store.trashed(space.id, *node)?.is_some() => {
+                                commit.remove_trashed(store, *node)?
+                            }
+                            Reference::Item(node) => {
+                                let record = store.node(*node)?.filter(|r| r.space == space.id);
+                                let record = record.ok_or_else(|| Error::not_found(&req.path))?;
+                                remove_live(store, commit, &SpacePath::from_stored(record.path), req.recursive)?
+                            }
+                            Reference::Absolute(path) | Reference::Relative(path) => {
+                                remove_live(store, commit, path, req.recursive)?
+                            }
+                            _ => {
+                                return Err(Error::invalid_argument(
+                                    "path",
+                                    "Name a path or an agentvfs:item: reference in this space.",
+                                ));
+                            }
+                        };
+                        let response = pb::RemoveResponse { removed: removed as u64, revision: commit.revision() };
+                        commit.receipt = ticket.map(|t| (t.key, t.receipt(response.encode_to_vec())));
+                        Ok(response)
+                    })?;
+                    Ok(response)
                 })
             })
             .await?;
         self.front.store.durable().await?;
-        Ok(Response::new(pb::RemoveResponse { removed: removed as u64, revision }))
+        Ok(Response::new(response))
     }
 
     async fn restore(&self, request: Request<pb::RestoreRequest>) -> Result<Response<pb::RestoreResponse>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        let ((path, restored), revision) = front
+        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
+        let response = front
             .store
             .clone()
             .blocking(move |store| {
                 let space = front.space(&caller, &req.space, Need::Admin)?;
                 let reference = Reference::parse(&req.reference)
                     .map_err(|e| super::reference_error(e, "reference", &req.reference))?;
-                let node = match reference {
-                    Reference::Item(node) => node,
-                    Reference::Absolute(path) | Reference::Relative(path) => store
-                        .trashed_at(space.id, &path)?
-                        .ok_or_else(|| Error::not_found(format!("{path} in the trash")))?,
-                    _ => {
-                        return Err(Error::invalid_argument(
-                            "reference",
-                            "Name a trashed item by ID or original path.",
-                        ));
-                    }
-                };
-                store.mutate(space.id, &caller.principal, true, |store, commit| commit.restore(store, node))
+                let scope = space.id.to_string();
+                idempotency::run(&front, &caller, &scope, "Restore", &req.idempotency_key, fingerprint, |ticket| {
+                    let node = match reference {
+                        Reference::Item(node) => node,
+                        Reference::Absolute(path) | Reference::Relative(path) => store
+                            .trashed_at(space.id, &path)?
+                            .ok_or_else(|| Error::not_found(format!("{path} in the trash")))?,
+                        _ => {
+                            return Err(Error::invalid_argument(
+                                "reference",
+                                "Name a trashed item by ID or original path.",
+                            ));
+                        }
+                    };
+                    let (response, _) = store.mutate(space.id, &caller.principal, true, |store, commit| {
+                        let (path, restored) = commit.restore(store, node)?;
+                        let response = pb::RestoreResponse {
+                            path: path.to_string(),
+                            restored: restored as u64,
+                            revision: commit.revision(),
+                        };
+                        commit.receipt = ticket.map(|t| (t.key, t.receipt(response.encode_to_vec())));
+                        Ok(response)
+                    })?;
+                    Ok(response)
+                })
             })
             .await?;
         self.front.store.durable().await?;
-        Ok(Response::new(pb::RestoreResponse { path: path.to_string(), restored: restored as u64, revision }))
+        Ok(Response::new(response))
     }
 }
 
@@ -348,4 +439,20 @@ fn remove_live(
         .field("recursive"));
     }
     commit.remove(store, path)
+}
+
+fn registered(generated: &Generated) -> pb::RegisterFunctionsResponse {
+    pb::RegisterFunctionsResponse {
+        written: generated.written.clone(),
+        skipped_user_modified: generated.skipped_user_modified.clone(),
+        revision: generated.revision,
+    }
+}
+
+fn restored_default(generated: &Generated) -> pb::RestoreDefaultResponse {
+    pb::RestoreDefaultResponse {
+        version: generated.version,
+        changed: !generated.written.is_empty(),
+        revision: generated.revision,
+    }
 }

@@ -56,6 +56,11 @@ pub enum Step<'a, R> {
 }
 
 impl Claim<'_> {
+    /// Where this call's receipt goes.
+    pub fn ticket(&self) -> crate::store::Ticket {
+        crate::store::Ticket { key: self.scope, fingerprint: self.fingerprint }
+    }
+
     /// The receipt for `response`, to store with the change.
     pub fn receipt(&self, response: &impl Message) -> crate::store::Receipt {
         crate::store::Receipt {
@@ -130,5 +135,22 @@ pub fn begin<'a, R: Message + Default>(
             Ok(Step::Replay(response))
         }
         None => Ok(Step::Run(Some(claim))),
+    }
+}
+
+/// Runs `op` idempotently: replays a stored response, or runs `op` with the
+/// ticket its receipt must be stored under (none without a key).
+pub fn run<R: Message + Default>(
+    front: &Front,
+    caller: &Caller,
+    space: &str,
+    method: &str,
+    key: &str,
+    fingerprint: [u8; 32],
+    op: impl FnOnce(Option<crate::store::Ticket>) -> Result<R>,
+) -> Result<R> {
+    match begin::<R>(front, caller, space, method, key, fingerprint)? {
+        Step::Replay(response) => Ok(response),
+        Step::Run(claim) => op(claim.as_ref().map(Claim::ticket)),
     }
 }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::commit::Commit;
-use super::records::{Hash, VersionRecord, decode};
+use super::records::{Hash, ReceiptFor, VersionRecord, decode};
 use super::{Store, keys};
 use crate::error::{Error, Reason, Result};
 use crate::ids::SpaceId;
@@ -35,7 +35,13 @@ impl Store {
     }
 
     /// Adds or updates functions, writes their files and `/AGENT.md`.
-    pub fn register_functions(&self, space: SpaceId, functions: Vec<Function>, principal: &str) -> Result<Generated> {
+    pub fn register_functions(
+        &self,
+        space: SpaceId,
+        functions: Vec<Function>,
+        principal: &str,
+        receipt: ReceiptFor<'_, Generated>,
+    ) -> Result<Generated> {
         let _guard = self.lock_space(space);
         let record = self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
         let mut commit = Commit::new(record.clone(), principal);
@@ -54,11 +60,17 @@ impl Store {
         if registry != before {
             commit.functions = Some(registry);
         }
-        self.generate(commit, &record, files, false)
+        self.generate(commit, &record, files, false, receipt)
     }
 
     /// Regenerates one system file, discarding a principal's changes.
-    pub fn restore_default(&self, space: SpaceId, path: &SpacePath, principal: &str) -> Result<Generated> {
+    pub fn restore_default(
+        &self,
+        space: SpaceId,
+        path: &SpacePath,
+        principal: &str,
+        receipt: ReceiptFor<'_, Generated>,
+    ) -> Result<Generated> {
         let _guard = self.lock_space(space);
         let record = self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
         let commit = Commit::new(record.clone(), principal);
@@ -79,7 +91,7 @@ impl Store {
                 }
             }
         };
-        self.generate(commit, &record, vec![(path.to_string(), content)], true)
+        self.generate(commit, &record, vec![(path.to_string(), content)], true, receipt)
     }
 
     /// Writes generated files in one commit; user-modified ones only when `force`.
@@ -89,6 +101,7 @@ impl Store {
         before: &super::SpaceRecord,
         files: Vec<(String, String)>,
         force: bool,
+        receipt: ReceiptFor<'_, Generated>,
     ) -> Result<Generated> {
         let mut out = Generated { revision: before.revision, ..Generated::default() };
         for (path, content) in files {
@@ -126,11 +139,17 @@ impl Store {
             out.written.push(path.to_string());
         }
         if out.written.is_empty() && commit.functions.is_none() {
+            if let Some((ticket, render)) = receipt {
+                self.put_receipt(&ticket.key, &ticket.receipt(render(&out)))?;
+            }
             return Ok(out);
         }
         commit.check_quota(before)?;
-        self.apply(&commit)?;
         out.revision = commit.revision();
+        if let Some((ticket, render)) = receipt {
+            commit.receipt = Some((ticket.key, ticket.receipt(render(&out))));
+        }
+        self.apply(&commit)?;
         Ok(out)
     }
 }

@@ -27,7 +27,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub(crate) use commit::Commit;
 pub use flusher::Durability;
 pub use generate::Generated;
-pub use records::{ChangeKind, Entry, Hash, Kind, NodeRecord, Quota, Receipt, Role, SpaceRecord, Usage, VersionRecord};
+pub use records::{
+    ChangeKind, Entry, Hash, Kind, NodeRecord, Quota, Receipt, Role, SpaceRecord, Ticket, Usage, VersionRecord,
+};
 pub use snapshot::{ScanOptions, ScanPage};
 pub use spaces::NewSpace;
 pub use write::{Actor, ReceiptPlan, WriteBody, WriteMode, WriteOp, WriteOutcome, not_text, version_conflict};

@@ -6,7 +6,7 @@ use sled::Transactional;
 use sled::transaction::ConflictableTransactionError;
 
 use super::commit::Commit;
-use super::records::{Entry, Hash, Quota, Role, SpaceRecord, Usage, VersionRecord, decode, now_ms};
+use super::records::{Entry, Hash, Quota, ReceiptFor, Role, SpaceRecord, Ticket, Usage, VersionRecord, decode, now_ms};
 use super::{Store, content, keys};
 use crate::error::{Error, Reason, Result};
 use crate::ids::SpaceId;
@@ -52,7 +52,7 @@ pub fn validate_name(name: &str) -> Result<()> {
 
 impl Store {
     /// Creates a space with its system files at revision 1.
-    pub fn create_space(&self, new: NewSpace) -> Result<SpaceRecord> {
+    pub fn create_space(&self, new: NewSpace, receipt: ReceiptFor<'_, SpaceRecord>) -> Result<SpaceRecord> {
         validate_name(&new.name)?;
         if self.space_id_by_name(&new.name)?.is_some() {
             return Err(already_exists(&new.name));
@@ -96,6 +96,9 @@ impl Store {
         );
         // The root is not counted as a directory of the space.
         commit.space.usage.directories -= 1;
+        if let Some((ticket, render)) = receipt {
+            commit.receipt = Some((ticket.key, ticket.receipt(render(&commit.space))));
+        }
         self.apply(&commit)?;
         Ok(commit.space)
     }
@@ -106,13 +109,16 @@ impl Store {
         id: SpaceId,
         principal: &str,
         change: impl FnOnce(&mut SpaceRecord) -> Result<()>,
+        receipt: ReceiptFor<'_, SpaceRecord>,
     ) -> Result<SpaceRecord> {
-        let _guard = self.lock_space(id);
-        let space = self.space(id)?.ok_or_else(|| Error::space_not_found(&id.to_string()))?;
-        let mut commit = Commit::new(space, principal);
-        change(&mut commit.space)?;
-        self.apply(&commit)?;
-        Ok(commit.space)
+        let (space, _) = self.mutate(id, principal, true, |_, commit| {
+            change(&mut commit.space)?;
+            if let Some((ticket, render)) = receipt {
+                commit.receipt = Some((ticket.key, ticket.receipt(render(&commit.space))));
+            }
+            Ok(commit.space.clone())
+        })?;
+        Ok(space)
     }
 
     /// The quota a request asks for, zero fields taking the server default.
@@ -127,15 +133,20 @@ impl Store {
     /// Deletes a space and everything in it. The space disappears atomically;
     /// its data is then purged (and the purge resumes at the next open if
     /// interrupted).
-    pub fn delete_space(&self, id: SpaceId) -> Result<SpaceRecord> {
+    pub fn delete_space(&self, id: SpaceId, receipt: Option<(Ticket, Vec<u8>)>) -> Result<SpaceRecord> {
         let space = {
             let _guard = self.lock_space(id);
             let space = self.space(id)?.ok_or_else(|| Error::space_not_found(&id.to_string()))?;
             let t = self.trees();
-            t.spaces.transaction(|spaces| {
+            let receipt =
+                receipt.map(|(ticket, response)| (ticket.key, super::records::encode(&ticket.receipt(response))));
+            (&t.spaces, &t.receipts).transaction(|(spaces, receipts)| {
                 spaces.remove(keys::space(id))?;
                 spaces.remove(keys::space_name(&space.name))?;
                 spaces.insert(keys::deleted_space(id), &[])?;
+                if let Some((key, value)) = &receipt {
+                    receipts.insert(key.as_slice(), value.as_slice())?;
+                }
                 Ok::<_, ConflictableTransactionError<Error>>(())
             })?;
             space

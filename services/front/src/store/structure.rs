@@ -27,7 +27,13 @@ impl Store {
         let mut commit = Commit::new(before.clone(), principal);
         let out = plan(self, &mut commit)?;
         commit.check_quota(&before)?;
-        if !apply || commit.is_empty() {
+        if !apply {
+            return Ok((out, before.revision));
+        }
+        if commit.is_empty() && !commit.settings_changed(&before) {
+            if let Some((key, receipt)) = &commit.receipt {
+                self.put_receipt(key, receipt)?;
+            }
             return Ok((out, before.revision));
         }
         self.apply(&commit)?;
@@ -57,6 +63,11 @@ impl Store {
 }
 
 impl Commit {
+    /// Whether the space's own settings (access, quota) change.
+    pub fn settings_changed(&self, before: &SpaceRecord) -> bool {
+        self.space.access != before.access || self.space.quota != before.quota
+    }
+
     /// Whether the commit changes nothing.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty() && self.trash.is_empty() && self.purge.is_empty() && self.functions.is_none()

@@ -161,7 +161,7 @@ proptest! {
     fn store_agrees_with_model(ops in prop::collection::vec(op(), 1..40)) {
         let dir = tempfile::tempdir().unwrap();
         let mut store = open(dir.path());
-        let space = store.create_space(NewSpace { name: "m".into(), owner: "p".into(), quota: Quota::default() }).unwrap();
+        let space = store.create_space(NewSpace { name: "m".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
         let agent = store.entry(space.id, &path("/AGENT.md"), None).unwrap().unwrap();
         let mut initial = Tree::new();
         initial.insert("/AGENT.md".into(), Node::File { version: 1, content: store.content(agent.hash).unwrap() });
@@ -256,8 +256,8 @@ fn deleting_a_space_frees_its_content_and_its_name() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     let new = |name: &str| NewSpace { name: name.into(), owner: "p".into(), quota: Quota::default() };
-    let keep = store.create_space(new("keep")).unwrap();
-    let gone = store.create_space(new("gone")).unwrap();
+    let keep = store.create_space(new("keep"), None).unwrap();
+    let gone = store.create_space(new("gone"), None).unwrap();
     let write = |space: SpaceId, p: &str, body: &[u8]| {
         store
             .write(WriteOp {
@@ -275,21 +275,22 @@ fn deleting_a_space_frees_its_content_and_its_name() {
     let shared = write(keep.id, "/shared.txt", b"shared bytes");
     let only = write(gone.id, "/only.txt", b"only in the deleted space");
     write(gone.id, "/shared.txt", b"shared bytes");
-    store.delete_space(gone.id).unwrap();
+    store.delete_space(gone.id, None).unwrap();
     assert!(store.space(gone.id).unwrap().is_none());
     assert!(store.space_id_by_name("gone").unwrap().is_none());
     assert!(content::exists(&store.trees().content, shared.hash).unwrap(), "still used by another space");
     assert!(!content::exists(&store.trees().content, only.hash).unwrap(), "freed with its last version");
     assert!(store.node(only.node).unwrap().is_none());
     assert_eq!(store.trees().history.scan_prefix(gone.id.to_bytes()).count(), 0);
-    store.create_space(new("gone")).unwrap();
+    store.create_space(new("gone"), None).unwrap();
 }
 
 #[test]
 fn large_content_is_chunked_and_verified() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let space = store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }).unwrap();
+    let space =
+        store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
     let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let outcome = store
         .write(WriteOp {

@@ -79,6 +79,9 @@ pub struct Options {
     /// Bytes one grep page scans at most.
     #[arg(long, env = "AGENTVFS_GREP_MAX_BYTES")]
     pub grep_max_bytes: Option<u64>,
+    /// Free disk space to keep; writes that would go below it are STORAGE_FULL.
+    #[arg(long, env = "AGENTVFS_MIN_FREE_BYTES")]
+    pub min_free_bytes: Option<u64>,
     /// Calls served at once; more fail fast with OVERLOADED.
     #[arg(long, env = "AGENTVFS_MAX_IN_FLIGHT")]
     pub max_in_flight: Option<usize>,
@@ -161,6 +164,7 @@ impl Options {
             grep_max_bytes: self.grep_max_bytes.or(file.grep_max_bytes),
             receipt_hours: self.receipt_hours.or(file.receipt_hours),
             max_in_flight: self.max_in_flight.or(file.max_in_flight),
+            min_free_bytes: self.min_free_bytes.or(file.min_free_bytes),
             rate_limit: self.rate_limit.or(file.rate_limit),
             session_idle_seconds: self.session_idle_seconds.or(file.session_idle_seconds),
             print_config: self.print_config,
@@ -185,6 +189,7 @@ impl Options {
                     max_bytes: self.default_quota_bytes.unwrap_or(defaults.default_quota.max_bytes),
                     max_files: self.default_quota_files.unwrap_or(defaults.default_quota.max_files),
                 },
+                min_free_bytes: self.min_free_bytes.unwrap_or(defaults.min_free_bytes),
             },
             max_message_bytes: self.max_message_bytes.unwrap_or(8 << 20),
             drain: Duration::from_secs(self.drain_seconds.unwrap_or(20)),
@@ -241,7 +246,7 @@ impl Config {
         format!(
             "listen = \"{}\"\ndata-dir = \"{}\"\nworker = {:?}\ndev = {}\ntokens = {:?}\ndurability = \"{:?}\"\n\
              log-format = \"{:?}\"\nmax-text-bytes = {}\nmax-file-bytes = {}\nmax-message-bytes = {}\n\
-             default-quota-bytes = {}\ndefault-quota-files = {}\ndrain-seconds = {}\n\
+             default-quota-bytes = {}\ndefault-quota-files = {}\nmin-free-bytes = {}\ndrain-seconds = {}\n\
              session-capacity = {}\nsession-idle-seconds = {}\ngrep-concurrency = {}\ngrep-queue = {}\n\
              grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\nmax-in-flight = {}\nrate-limit = {}\n",
             self.listen,
@@ -256,6 +261,7 @@ impl Config {
             self.max_message_bytes,
             self.limits.default_quota.max_bytes,
             self.limits.default_quota.max_files,
+            self.limits.min_free_bytes,
             self.drain.as_secs(),
             self.session_capacity,
             self.session_idle.as_secs(),

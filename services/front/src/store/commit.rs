@@ -231,6 +231,12 @@ impl Commit {
 impl Store {
     /// Applies a planned commit atomically. Not yet durable: see [`Store::durable`].
     pub(crate) fn apply(&self, commit: &Commit) -> Result<()> {
+        // Only commits that bring new content are refused on a full disk:
+        // trash and removal must keep working to free room.
+        let incoming: u64 = commit.versions.iter().filter_map(|v| v.bytes.as_ref()).map(|b| b.len() as u64).sum();
+        if incoming > 0 {
+            self.check_free_space(incoming)?;
+        }
         let t = self.trees();
         let space_key = keys::space(commit.space.id);
         let space_value = encode(&commit.space);

@@ -52,6 +52,10 @@ pub struct StoreLimits {
     pub max_file_bytes: u64,
     /// Default quota for new spaces.
     pub default_quota: Quota,
+    /// Free disk space a commit must leave; below it writes are refused
+    /// with STORAGE_FULL before sled runs out of room (sled treats a failed
+    /// write as fatal for reads too).
+    pub min_free_bytes: u64,
 }
 
 impl Default for StoreLimits {
@@ -60,6 +64,7 @@ impl Default for StoreLimits {
             max_text_bytes: 5 << 20,
             max_file_bytes: 64 << 20,
             default_quota: Quota { max_bytes: 1 << 30, max_files: 100_000 },
+            min_free_bytes: 64 << 20,
         }
     }
 }
@@ -72,6 +77,7 @@ pub struct Store {
 
 #[derive(Debug)]
 struct Inner {
+    dir: std::path::PathBuf,
     db: sled::Db,
     t: Trees,
     flusher: flusher::Flusher,
@@ -143,7 +149,7 @@ impl Store {
         }
         let flusher = flusher::Flusher::start(db.clone(), durability)?;
         let stripes = (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect();
-        let store = Self { inner: Arc::new(Inner { db, t, flusher, stripes, limits }) };
+        let store = Self { inner: Arc::new(Inner { dir: dir.to_owned(), db, t, flusher, stripes, limits }) };
         store.purge_deleted_spaces().map_err(OpenError::Purge)?;
         Ok(store)
     }
@@ -172,6 +178,21 @@ impl Store {
 
     pub fn limits(&self) -> StoreLimits {
         self.inner.limits
+    }
+
+    /// Refuses a change of about `incoming` bytes when the disk would be left
+    /// with less than the configured free space.
+    pub fn check_free_space(&self, incoming: u64) -> Result<()> {
+        let stat = rustix::fs::statvfs(&self.inner.dir)
+            .map_err(|e| Error::internal(format!("cannot read free space of the data directory: {e}")))?;
+        let available = stat.f_bavail.saturating_mul(stat.f_frsize);
+        // sled may write a value more than once (log, then page) before it compacts.
+        let needed = self.inner.limits.min_free_bytes.saturating_add(incoming.saturating_mul(2));
+        if available < needed {
+            return Err(Error::new(Reason::StorageFull, "The server's storage is full; the change was not saved.")
+                .with("availableBytes", available));
+        }
+        Ok(())
     }
 
     /// Bytes the store occupies on disk.

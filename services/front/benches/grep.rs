@@ -1,0 +1,613 @@
+//! Whole-space `Grep` through real `agentvfs-front` and `agentvfs-worker`
+//! processes, against `rg` over the same files on disk.
+//!
+//! The corpus is real source text from the local cargo registry
+//! (`$CARGO_HOME/registry/src/*/`): UTF-8 files without NUL bytes of at most
+//! 1 MiB, in sorted path order, until `AGENTVFS_BENCH_MB` megabytes (default
+//! 200). The files are written to a temporary directory and, with 32
+//! concurrent `Write` calls, into the space `bench` of a front started with
+//! `--durability off` (this only speeds up loading, which is not what is
+//! measured).
+//!
+//! For each query (a literal that never occurs, a common literal, a
+//! case-insensitive literal and a regex) it times:
+//! - `rg -c` over the directory, best of two runs after a warm-up run, so the
+//!   OS page cache is warm;
+//! - `Grep` in COUNT mode over the whole space, following page tokens to the
+//!   end, COLD (the worker process restarted, its content cache empty) and
+//!   then WARM (the same query again at once).
+//!
+//! It prints the times, MB/s, the speed ratios against `rg` with their goals
+//! (warm at least 2x rg, cold at least 0.5x rg) and the total matching-line
+//! counts of both sides, flagging a mismatch. Figures are printed, never
+//! asserted, and written as JSON to `target/bench-grep.json`.
+//!
+//! ```sh
+//! cargo bench -p agentvfs-front --bench grep
+//! AGENTVFS_BENCH_MB=50 cargo bench -p agentvfs-front --bench grep
+//! ```
+//!
+//! `rg` is taken from `PATH` or `~/.cargo/bin`, and installed with
+//! `cargo install ripgrep --locked` when missing.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use agentvfs_proto::v1 as pb;
+use agentvfs_proto::v1::admin_client::AdminClient;
+use agentvfs_proto::v1::file_system_client::FileSystemClient;
+use serde_json::json;
+use tonic::transport::Channel;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+/// Corpus size in MB (10^6 bytes) unless `AGENTVFS_BENCH_MB` says otherwise.
+const DEFAULT_CORPUS_MB: u64 = 200;
+/// Larger files are left out: rare in source trees, and they would dominate.
+const MAX_FILE_BYTES: u64 = 1 << 20;
+const LOAD_CONCURRENCY: usize = 32;
+/// More connections than this only adds client work on a 2-core machine.
+const LOAD_CHANNELS: usize = 8;
+const RG_TIMED_RUNS: usize = 2;
+const SPACE: &str = "bench";
+const MB: f64 = 1e6;
+
+struct Query {
+    name: &'static str,
+    pattern: &'static str,
+    fixed: bool,
+    insensitive: bool,
+}
+
+const QUERIES: [Query; 4] = [
+    // Matches nothing, so both sides do a full scan and report no lines.
+    Query { name: "absent literal", pattern: "qzxv_agentvfs_no_such_token_4471", fixed: true, insensitive: false },
+    Query { name: "literal 'fn '", pattern: "fn ", fixed: true, insensitive: false },
+    Query { name: "-i 'error'", pattern: "error", fixed: true, insensitive: true },
+    Query { name: "regex impl-for", pattern: r"\bimpl\s+\w+\s+for\b", fixed: false, insensitive: false },
+];
+
+// ---------------------------------------------------------------- corpus
+
+/// Files as (space-relative path without the leading `/`, text).
+struct Corpus {
+    files: Vec<(String, String)>,
+    bytes: u64,
+    sources: Vec<PathBuf>,
+}
+
+fn registry_sources() -> Vec<PathBuf> {
+    let home = std::env::var_os("CARGO_HOME").map(PathBuf::from).or_else(|| {
+        let home = std::env::var_os("HOME")?;
+        Some(PathBuf::from(home).join(".cargo"))
+    });
+    let Some(home) = home else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(home.join("registry").join("src")) else { return Vec::new() };
+    let mut dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    dirs
+}
+
+/// Every regular file under `dir` (symlinks are not followed), keyed by its
+/// path relative to the registry source directory, e.g. `serde-1.0.0/src/lib.rs`.
+fn walk(dir: &Path, relative: &str, out: &mut BTreeMap<String, PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let (Ok(kind), Some(name)) = (entry.file_type(), entry.file_name().to_str().map(str::to_owned)) else {
+            continue;
+        };
+        let relative = if relative.is_empty() { name } else { format!("{relative}/{name}") };
+        if kind.is_dir() {
+            walk(&entry.path(), &relative, out);
+        } else if kind.is_file() {
+            out.entry(relative).or_insert_with(|| entry.path());
+        }
+    }
+}
+
+/// A path the front stores as is, so its files are the ones `rg` sees.
+fn storable(relative: &str) -> bool {
+    !relative.chars().any(|c| c.is_control() || c == '\\')
+        && relative.len() < 4000
+        && relative.split('/').count() < 64
+        && relative.split('/').all(|s| s.len() <= 255 && s != "." && s != "..")
+}
+
+fn load_corpus(target_bytes: u64) -> Corpus {
+    let sources = registry_sources();
+    let mut candidates = BTreeMap::new();
+    for source in &sources {
+        walk(source, "", &mut candidates);
+    }
+    let mut corpus = Corpus { files: Vec::new(), bytes: 0, sources };
+    for (relative, path) in candidates {
+        if corpus.bytes >= target_bytes {
+            break;
+        }
+        let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= MAX_FILE_BYTES);
+        if !small || !storable(&relative) {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(&path) else { continue };
+        if bytes.contains(&0) {
+            continue;
+        }
+        let Ok(text) = String::from_utf8(bytes) else { continue };
+        corpus.bytes += text.len() as u64;
+        corpus.files.push((relative, text));
+    }
+    corpus
+}
+
+fn write_to_disk(corpus: &Corpus, dir: &Path) {
+    for (relative, text) in &corpus.files {
+        let path = dir.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create corpus directory");
+        }
+        std::fs::write(&path, text).expect("write corpus file");
+    }
+}
+
+// ---------------------------------------------------------------- processes
+
+/// `agentvfs-worker` from the target directory of this bench's front binary.
+/// Built through cargo every time: a no-op when up to date, and a stale
+/// worker would measure old code.
+fn worker_binary() -> PathBuf {
+    let worker = Path::new(env!("CARGO_BIN_EXE_agentvfs-front")).with_file_name("agentvfs-worker");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "-p", "agentvfs-worker", "--bin", "agentvfs-worker"])
+        .status()
+        .expect("run cargo build for agentvfs-worker");
+    assert!(status.success() && worker.exists(), "building agentvfs-worker failed");
+    worker
+}
+
+/// Spawns `command` and returns it with the address of its first stdout line,
+/// `listening on <ADDR>`; the rest of stdout is drained so it never blocks.
+fn spawn_listening(command: &mut Command, what: &str) -> (Child, String) {
+    let mut child =
+        command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("read first stdout line");
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    let addr = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{what} printed {line:?}"));
+    (child, addr.to_owned())
+}
+
+/// A worker process; killed on drop.
+struct Worker {
+    child: Child,
+    binary: PathBuf,
+    addr: String,
+    front: String,
+    index_dir: PathBuf,
+}
+
+impl Worker {
+    fn start(binary: &Path, front: &str, listen: &str, index_dir: &Path) -> Worker {
+        let mut command = Command::new(binary);
+        command.args(["--listen", listen, "--front", front, "--index-dir"]).arg(index_dir);
+        let (child, addr) = spawn_listening(&mut command, "agentvfs-worker");
+        Worker { child, binary: binary.to_owned(), addr, front: front.to_owned(), index_dir: index_dir.to_owned() }
+    }
+
+    /// Kills the process and starts a new one on the same address: its
+    /// content cache starts empty.
+    fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        *self = Worker::start(&self.binary, &self.front, &self.addr, &self.index_dir);
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A front and its worker on a temporary store; both killed on drop.
+struct Stack {
+    front: Child,
+    front_addr: String,
+    worker: Worker,
+    _temp: tempfile::TempDir,
+}
+
+impl Stack {
+    async fn start() -> Stack {
+        let temp = tempfile::tempdir().expect("temp dir");
+        // The worker must know the front's address before the front exists.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
+        let front_addr = format!("127.0.0.1:{port}");
+        let worker = Worker::start(&worker_binary(), &front_addr, "127.0.0.1:0", &temp.path().join("index"));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agentvfs-front"));
+        command
+            .args(["--dev", "--listen", &front_addr, "--worker", &worker.addr, "--durability", "off"])
+            .args(["--default-quota-bytes", "100000000000", "--default-quota-files", "10000000", "--data-dir"])
+            .arg(temp.path().join("data"));
+        let (front, _) = spawn_listening(&mut command, "agentvfs-front");
+        let stack = Stack { front, front_addr, worker, _temp: temp };
+        stack.wait_serving().await;
+        stack
+    }
+
+    async fn connect(&self) -> Result<Channel, tonic::transport::Error> {
+        Channel::from_shared(format!("http://{}", self.front_addr)).expect("valid uri").connect().await
+    }
+
+    async fn wait_serving(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(channel) = self.connect().await {
+                let reply = HealthClient::new(channel)
+                    .check(HealthCheckRequest { service: "agentvfs.v1.FileSystem".into() })
+                    .await;
+                if reply.is_ok_and(|r| r.into_inner().status == ServingStatus::Serving as i32) {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "front did not become healthy");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Restarts the worker, then waits until the front reaches it again with
+    /// a grep of one small system file, so the cold run pays for an empty
+    /// cache and not for reconnecting.
+    async fn restart_worker(&mut self, channel: &Channel) {
+        self.worker.restart();
+        let probe = pb::GrepRequest { space: SPACE.into(), pattern: "x".into(), path: "/AGENT.md".into(), ..count() };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while let Err(status) = client(channel).grep(probe.clone()).await {
+            assert!(Instant::now() < deadline, "front never reached the restarted worker: {status:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let _ = self.front.kill();
+        let _ = self.front.wait();
+    }
+}
+
+fn client(channel: &Channel) -> FileSystemClient<Channel> {
+    FileSystemClient::new(channel.clone()).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20)
+}
+
+// ---------------------------------------------------------------- load
+
+/// Writes every file with `LOAD_CONCURRENCY` concurrent calls; returns the
+/// paths the front refused, with the reason.
+async fn load(stack: &Stack, corpus: &Arc<Corpus>) -> Vec<(String, String)> {
+    AdminClient::new(stack.connect().await.expect("connect"))
+        .create_space(pb::CreateSpaceRequest { name: SPACE.into(), ..Default::default() })
+        .await
+        .expect("create space");
+    let mut channels = Vec::new();
+    for _ in 0..LOAD_CHANNELS {
+        channels.push(stack.connect().await.expect("connect"));
+    }
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for task in 0..LOAD_CONCURRENCY {
+        let (mut fs, next, corpus) = (client(&channels[task % LOAD_CHANNELS]), next.clone(), corpus.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut refused = Vec::new();
+            while let Some((relative, text)) = corpus.files.get(next.fetch_add(1, Ordering::Relaxed)) {
+                let request = pb::WriteRequest {
+                    space: SPACE.into(),
+                    path: format!("/{relative}"),
+                    body: Some(pb::write_request::Body::Content(text.clone())),
+                    ..Default::default()
+                };
+                if let Err(status) = fs.write(request).await {
+                    refused.push((relative.clone(), format!("{:?}: {}", status.code(), status.message())));
+                }
+            }
+            refused
+        }));
+    }
+    let mut refused = Vec::new();
+    for task in tasks {
+        refused.extend(task.await.expect("load task panicked"));
+    }
+    refused.sort();
+    refused
+}
+
+// ---------------------------------------------------------------- measurements
+
+/// One timed search: seconds and total matching lines, plus what the pages
+/// report about themselves (zero for rg).
+#[derive(Clone, Copy, Default)]
+struct Run {
+    secs: f64,
+    lines: u64,
+    pages: u64,
+    files_visited: u64,
+    bytes_scanned: u64,
+    skipped: u64,
+    /// Sum of the front's own per-page `elapsed_micros`.
+    server_secs: f64,
+}
+
+fn find_rg() -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).map(|dir| dir.join("rg")).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let cargo_bin = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
+        .map(|home| home.join("bin").join("rg"));
+    let find = || on_path.iter().chain(cargo_bin.iter()).find(|p| p.is_file()).cloned();
+    if let Some(rg) = find() {
+        return rg;
+    }
+    println!("rg not found; running cargo install ripgrep --locked");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo).args(["install", "ripgrep", "--locked"]).status().expect("run cargo install");
+    assert!(status.success(), "cargo install ripgrep failed");
+    find().expect("rg is still missing after cargo install")
+}
+
+/// `rg -c` over `dir`. `-uu` searches hidden and ignore-listed files too, so
+/// rg sees exactly the files that were loaded into the space.
+fn rg_once(rg: &Path, query: &Query, dir: &Path) -> Run {
+    let mut command = Command::new(rg);
+    command.args(["-c", "-uu"]);
+    if query.fixed {
+        command.arg("-F");
+    }
+    if query.insensitive {
+        command.arg("-i");
+    }
+    command.arg("-e").arg(query.pattern).arg(dir).stderr(Stdio::null());
+    let start = Instant::now();
+    let output = command.output().expect("run rg");
+    let secs = start.elapsed().as_secs_f64();
+    // Exit status 1 only means "no match".
+    assert!(matches!(output.status.code(), Some(0 | 1)), "rg failed: {:?}", output.status);
+    let lines = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.rsplit_once(':').and_then(|(_, n)| n.parse::<u64>().ok()))
+        .sum();
+    Run { secs, lines, ..Run::default() }
+}
+
+/// Best of `RG_TIMED_RUNS` after one warm-up run.
+fn rg_best(rg: &Path, query: &Query, dir: &Path) -> Run {
+    rg_once(rg, query, dir);
+    (0..RG_TIMED_RUNS).map(|_| rg_once(rg, query, dir)).min_by(|a, b| a.secs.total_cmp(&b.secs)).expect("a run")
+}
+
+fn count() -> pb::GrepRequest {
+    pb::GrepRequest {
+        space: SPACE.into(),
+        output_mode: pb::GrepOutputMode::Count as i32,
+        head_limit: Some(0),
+        ..Default::default()
+    }
+}
+
+/// The whole space, page after page until `complete`.
+async fn grep_all(channel: &Channel, query: &Query) -> Run {
+    let mut fs = client(channel);
+    let mut run = Run::default();
+    let mut token = String::new();
+    let start = Instant::now();
+    loop {
+        let request = pb::GrepRequest {
+            pattern: query.pattern.into(),
+            fixed_strings: query.fixed,
+            case_insensitive: query.insensitive,
+            page_token: std::mem::take(&mut token),
+            ..count()
+        };
+        let page = fs.grep(request).await.unwrap_or_else(|s| panic!("grep {:?} failed: {s:?}", query.pattern));
+        let page = page.into_inner();
+        run.pages += 1;
+        run.lines += page.files.iter().map(|f| f.count).sum::<u64>();
+        run.skipped += page.skipped.len() as u64;
+        if let Some(stats) = page.stats {
+            run.files_visited += stats.files_visited;
+            run.bytes_scanned += stats.bytes_scanned;
+            run.server_secs += stats.elapsed_micros as f64 / 1e6;
+        }
+        if page.complete {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    run.secs = start.elapsed().as_secs_f64();
+    run
+}
+
+// ---------------------------------------------------------------- report
+
+struct Row {
+    query: &'static Query,
+    rg: Run,
+    cold: Run,
+    warm: Run,
+}
+
+fn verdict(ratio: f64, goal: f64) -> &'static str {
+    if ratio >= goal { "PASS" } else { "MISS" }
+}
+
+fn run_json(run: &Run, bytes: u64) -> serde_json::Value {
+    json!({
+        "seconds": run.secs,
+        "mb_per_s": bytes as f64 / MB / run.secs,
+        "matching_lines": run.lines,
+        "pages": run.pages,
+        "files_visited": run.files_visited,
+        "bytes_scanned": run.bytes_scanned,
+        "skipped": run.skipped,
+        "server_seconds": run.server_secs,
+    })
+}
+
+/// `target/` of the build that produced the front binary.
+fn target_dir() -> PathBuf {
+    let binary = Path::new(env!("CARGO_BIN_EXE_agentvfs-front"));
+    binary.parent().and_then(Path::parent).map_or_else(|| PathBuf::from("target"), Path::to_path_buf)
+}
+
+#[tokio::main]
+async fn main() {
+    let target_mb = std::env::var("AGENTVFS_BENCH_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_CORPUS_MB);
+    let rg = find_rg();
+
+    let started = Instant::now();
+    let corpus = load_corpus(target_mb * 1_000_000);
+    assert!(!corpus.files.is_empty(), "no cargo registry sources found under $CARGO_HOME/registry/src");
+    let sources: Vec<String> = corpus.sources.iter().map(|p| p.display().to_string()).collect();
+    println!(
+        "corpus: {} files, {:.1} MB (target {target_mb} MB) from {}, read in {:.1}s",
+        corpus.files.len(),
+        corpus.bytes as f64 / MB,
+        sources.join(", "),
+        started.elapsed().as_secs_f64()
+    );
+    if corpus.bytes < target_mb * 1_000_000 {
+        println!("  (the registry holds less qualifying text than the target; every qualifying file is used)");
+    }
+    let disk = tempfile::tempdir().expect("temp dir");
+    write_to_disk(&corpus, disk.path());
+
+    let mut stack = Stack::start().await;
+    let corpus = Arc::new(corpus);
+    let started = Instant::now();
+    let refused = load(&stack, &corpus).await;
+    let load_secs = started.elapsed().as_secs_f64();
+    let (files, mut bytes) = (corpus.files.len() - refused.len(), corpus.bytes);
+    for (relative, reason) in &refused {
+        println!("  refused {relative}: {reason}");
+        // Keep both sides on the same files.
+        bytes -= corpus.files.iter().find(|(r, _)| r == relative).map_or(0, |(_, t)| t.len() as u64);
+        let _ = std::fs::remove_file(disk.path().join(relative));
+    }
+    println!(
+        "load (durability off; not a measured figure): {files} files, {:.1} MB in {load_secs:.1}s \
+         ({:.0} files/s, {:.1} MB/s) with {LOAD_CONCURRENCY} concurrent writes over {LOAD_CHANNELS} connections",
+        bytes as f64 / MB,
+        files as f64 / load_secs,
+        bytes as f64 / MB / load_secs,
+    );
+    drop(corpus);
+
+    let channel = stack.connect().await.expect("connect");
+    let mut rows = Vec::new();
+    for query in &QUERIES {
+        let rg_run = rg_best(&rg, query, disk.path());
+        stack.restart_worker(&channel).await;
+        let cold = grep_all(&channel, query).await;
+        let warm = grep_all(&channel, query).await;
+        println!(
+            "  {:<16} rg {:.3}s | cold {:.3}s (front-reported {:.3}s, {} pages, {} files) | warm {:.3}s \
+             (front-reported {:.3}s)",
+            query.name,
+            rg_run.secs,
+            cold.secs,
+            cold.server_secs,
+            cold.pages,
+            cold.files_visited,
+            warm.secs,
+            warm.server_secs
+        );
+        rows.push(Row { query, rg: rg_run, cold, warm });
+    }
+
+    let mb = bytes as f64 / MB;
+    println!();
+    println!(
+        "{:<16} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "query", "rg s", "rg MB/s", "cold s", "MB/s", "cold/rg", "warm s", "MB/s", "warm/rg"
+    );
+    for row in &rows {
+        println!(
+            "{:<16} {:>8.3} {:>8.0} {:>8.3} {:>8.0} {:>7.2}x {:>8.3} {:>8.0} {:>7.2}x",
+            row.query.name,
+            row.rg.secs,
+            mb / row.rg.secs,
+            row.cold.secs,
+            mb / row.cold.secs,
+            row.rg.secs / row.cold.secs,
+            row.warm.secs,
+            mb / row.warm.secs,
+            row.rg.secs / row.warm.secs,
+        );
+    }
+
+    println!();
+    println!("goals: warm >= 2x rg speed, cold >= 0.5x rg speed");
+    for row in &rows {
+        let (cold, warm) = (row.rg.secs / row.cold.secs, row.rg.secs / row.warm.secs);
+        println!(
+            "{:<16} warm {:>5.2}x {}   cold {:>5.2}x {}",
+            row.query.name,
+            warm,
+            verdict(warm, 2.0),
+            cold,
+            verdict(cold, 0.5)
+        );
+    }
+
+    println!();
+    println!("{:<16} {:>12} {:>12} {:>12}", "matching lines", "rg -c", "Grep COUNT", "");
+    for row in &rows {
+        let agree = row.rg.lines == row.cold.lines && row.rg.lines == row.warm.lines;
+        let flag = if agree {
+            "agree".to_owned()
+        } else {
+            format!("*** MISMATCH *** (cold {} / warm {})", row.cold.lines, row.warm.lines)
+        };
+        println!("{:<16} {:>12} {:>12} {flag}", row.query.name, row.rg.lines, row.warm.lines);
+        if row.cold.skipped + row.warm.skipped > 0 {
+            println!("{:<16} Grep skipped {} files (cold) / {} (warm)", "", row.cold.skipped, row.warm.skipped);
+        }
+    }
+
+    let queries: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|row| {
+            let (cold, warm) = (row.rg.secs / row.cold.secs, row.rg.secs / row.warm.secs);
+            json!({
+                "name": row.query.name,
+                "pattern": row.query.pattern,
+                "fixed_strings": row.query.fixed,
+                "case_insensitive": row.query.insensitive,
+                "rg": run_json(&row.rg, bytes),
+                "cold": run_json(&row.cold, bytes),
+                "warm": run_json(&row.warm, bytes),
+                "cold_vs_rg": { "ratio": cold, "goal": 0.5, "result": verdict(cold, 0.5) },
+                "warm_vs_rg": { "ratio": warm, "goal": 2.0, "result": verdict(warm, 2.0) },
+                "counts_agree": row.rg.lines == row.cold.lines && row.rg.lines == row.warm.lines,
+            })
+        })
+        .collect();
+    let report = json!({
+        "corpus": { "files": files, "bytes": bytes, "sources": sources, "refused": refused.len() },
+        "load": { "seconds": load_secs, "durability": "off", "concurrency": LOAD_CONCURRENCY },
+        "queries": queries,
+    });
+    let path = target_dir().join("bench-grep.json");
+    let text = serde_json::to_string_pretty(&report).expect("serialize report");
+    std::fs::write(&path, text + "\n").expect("write bench-grep.json");
+    println!("\nwrote {}", path.display());
+}

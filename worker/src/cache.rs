@@ -40,6 +40,17 @@ impl ContentCache {
         found
     }
 
+    /// Looks up many hashes under one lock.
+    pub fn get_many<'a>(&self, hashes: impl Iterator<Item = &'a str>) -> Vec<Option<Arc<[u8]>>> {
+        let mut inner = self.lock();
+        let found: Vec<_> = hashes.map(|hash| inner.entries.get(hash).cloned()).collect();
+        drop(inner);
+        let hits = found.iter().filter(|f| f.is_some()).count() as u64;
+        self.hits.fetch_add(hits, Ordering::Relaxed);
+        self.misses.fetch_add(found.len() as u64 - hits, Ordering::Relaxed);
+        found
+    }
+
     /// Keeps `content` unless it alone is larger than the whole cache.
     pub fn insert(&self, hash: String, content: Arc<[u8]>) {
         if content.len() > self.capacity {

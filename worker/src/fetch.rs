@@ -4,15 +4,14 @@ use std::sync::Arc;
 
 use agentvfs_proto::v1::GetContentRequest;
 use agentvfs_proto::v1::content_store_client::ContentStoreClient;
-use tokio::sync::Semaphore;
 use tonic::transport::Channel;
 
 use crate::cache::ContentCache;
 
 /// Largest content the worker accepts for one hash.
-const MAX_CONTENT_BYTES: usize = 64 << 20;
-/// Content fetches in flight at once per job.
-const PARALLEL_FETCHES: usize = 8;
+const MAX_CONTENT_BYTES: u64 = 64 << 20;
+/// Hashes asked for in one call to the front.
+const BATCH: usize = 500;
 
 /// Gets content by hash from the cache or the front.
 #[derive(Debug, Clone)]
@@ -32,31 +31,34 @@ impl Fetcher {
         &self.cache
     }
 
-    /// Content for every hash, in order; a failure is kept per file.
+    /// Content for every hash, in order; a failure is kept per file. Cached
+    /// content is served at once; the rest comes from the front in batches.
     pub async fn fetch_all(&self, hashes: Vec<String>) -> Vec<Result<Arc<[u8]>, String>> {
-        let limit = Arc::new(Semaphore::new(PARALLEL_FETCHES));
-        let tasks: Vec<_> = hashes
-            .into_iter()
-            .map(|hash| {
-                let (this, limit) = (self.clone(), limit.clone());
-                tokio::spawn(async move {
-                    let _permit = limit.acquire().await;
-                    this.fetch(&hash).await
-                })
-            })
-            .collect();
-        let mut out = Vec::with_capacity(tasks.len());
-        for task in tasks {
-            out.push(task.await.unwrap_or_else(|e| Err(format!("fetch task failed: {e}"))));
+        let mut out: Vec<Option<Result<Arc<[u8]>, String>>> =
+            self.cache.get_many(hashes.iter().map(String::as_str)).into_iter().map(|hit| hit.map(Ok)).collect();
+        let missing: Vec<usize> = (0..hashes.len()).filter(|&i| out[i].is_none()).collect();
+        for batch in missing.chunks(BATCH) {
+            let wanted: Vec<String> = batch.iter().map(|&i| hashes[i].clone()).collect();
+            let fetched = self.fetch_batch(&wanted).await;
+            for (&i, result) in batch.iter().zip(fetched) {
+                if let Ok(content) = &result {
+                    self.cache.insert(hashes[i].clone(), content.clone());
+                }
+                out[i] = Some(result);
+            }
         }
-        out
+        out.into_iter().map(|r| r.unwrap_or_else(|| Err("not fetched".to_owned()))).collect()
     }
 
-    async fn fetch(&self, hash: &str) -> Result<Arc<[u8]>, String> {
-        if let Some(content) = self.cache.get(hash) {
-            return Ok(content);
+    async fn fetch_batch(&self, hashes: &[String]) -> Vec<Result<Arc<[u8]>, String>> {
+        match self.stream_batch(hashes).await {
+            Ok(results) => results,
+            Err(error) => hashes.iter().map(|_| Err(error.clone())).collect(),
         }
-        let mut request = tonic::Request::new(GetContentRequest { hash: hash.to_owned() });
+    }
+
+    async fn stream_batch(&self, hashes: &[String]) -> Result<Vec<Result<Arc<[u8]>, String>>, String> {
+        let mut request = tonic::Request::new(GetContentRequest { hashes: hashes.to_vec() });
         if let Some(token) = &self.token
             && let Ok(value) = format!("Bearer {token}").parse()
         {
@@ -64,18 +66,37 @@ impl Fetcher {
         }
         let mut stream =
             self.client.clone().get_content(request).await.map_err(|s| s.message().to_owned())?.into_inner();
-        let mut bytes = Vec::new();
+        let mut results: Vec<Result<Vec<u8>, String>> = vec![Err("the front sent nothing".to_owned()); hashes.len()];
         while let Some(chunk) = stream.message().await.map_err(|s| s.message().to_owned())? {
-            if bytes.len() + chunk.data.len() > MAX_CONTENT_BYTES {
-                return Err("content is larger than the worker accepts".to_owned());
+            let Some(slot) = results.get_mut(chunk.index as usize) else {
+                return Err("the front answered for a hash it was not asked for".to_owned());
+            };
+            if chunk.first {
+                *slot = if chunk.error.is_empty() {
+                    if chunk.size > MAX_CONTENT_BYTES {
+                        Err("content is larger than the worker accepts".to_owned())
+                    } else {
+                        Ok(Vec::with_capacity(usize::try_from(chunk.size).unwrap_or(0)))
+                    }
+                } else {
+                    Err(chunk.error)
+                };
             }
-            bytes.extend_from_slice(&chunk.data);
+            if let Ok(bytes) = slot {
+                bytes.extend_from_slice(&chunk.data);
+            }
         }
-        if blake3::hash(&bytes).to_hex().as_str() != hash {
-            return Err("content from the front does not match its hash".to_owned());
-        }
-        let content: Arc<[u8]> = Arc::from(bytes);
-        self.cache.insert(hash.to_owned(), content.clone());
-        Ok(content)
+        Ok(results
+            .into_iter()
+            .zip(hashes)
+            .map(|(result, hash)| {
+                let bytes = result?;
+                // Content is addressed by hash: check it before it is cached for good.
+                if blake3::hash(&bytes).to_hex().as_str() != hash {
+                    return Err("content from the front does not match its hash".to_owned());
+                }
+                Ok(Arc::from(bytes))
+            })
+            .collect())
     }
 }

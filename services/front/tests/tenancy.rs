@@ -346,3 +346,38 @@ async fn usage_stays_exact_across_changes_and_restarts() {
     assert_eq!(usage.bytes, files.iter().map(|f| f.size).sum::<u64>());
     assert_eq!(usage.directories, dirs as u64);
 }
+
+#[tokio::test]
+async fn moves_between_spaces_need_consent_and_keep_ids_and_history() {
+    let front = Front::start().await;
+    front.space("s").await;
+    front.space("t").await;
+    let mut fs = front.fs().await;
+    fs.write(write_text("s", "/docs/plan.md", "v1\n")).await.unwrap();
+    let file = fs.write(write_text("s", "/docs/plan.md", "v2\n")).await.unwrap().into_inner();
+    let before = file.revision;
+    let moving =
+        || action(Action::Move(pb::MoveAction { from: "/docs".into(), to_folder: "/".into(), to_space: "t".into() }));
+
+    let refused = fs.batch(batch(vec![moving()], true)).await.unwrap().into_inner();
+    assert_eq!(refused.failed_index, Some(0));
+    assert_eq!(refused.outcomes[0].error.as_ref().unwrap().metadata["field"], "confirm_access");
+
+    let request = pb::BatchRequest { confirm_access: true, ..batch(vec![moving()], true) };
+    let moved = fs.batch(request).await.unwrap().into_inner();
+    assert!(moved.atomic, "{moved:?}");
+    assert_error(&fs.read(read("s", "/docs/plan.md")).await.unwrap_err(), Code::NotFound, "NOT_FOUND");
+    let there = fs.read(read("t", "/docs/plan.md")).await.unwrap().into_inner();
+    assert_eq!((there.content.as_str(), there.node_id.as_str(), there.version), ("v2\n", file.node_id.as_str(), 2));
+    let old = fs.read(pb::ReadRequest { version: 1, ..read("t", "/docs/plan.md") }).await.unwrap().into_inner();
+    assert_eq!(old.content, "v1\n");
+    // The source still reads its own past.
+    let past = fs.read(pb::ReadRequest { at_revision: before, ..read("s", "/docs/plan.md") }).await.unwrap();
+    assert_eq!(past.into_inner().content, "v2\n");
+    let by_id = fs.read(read("", &format!("agentvfs:item:{}", file.node_id))).await.unwrap().into_inner();
+    assert_eq!(by_id.path, "/docs/plan.md");
+    let mut admin = front.admin().await;
+    let s = admin.get_space(pb::GetSpaceRequest { space: "s".into() }).await.unwrap().into_inner().usage.unwrap();
+    let t = admin.get_space(pb::GetSpaceRequest { space: "t".into() }).await.unwrap().into_inner().usage.unwrap();
+    assert_eq!((s.files, t.files), (1, 2), "each keeps its /AGENT.md");
+}

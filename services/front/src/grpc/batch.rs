@@ -56,10 +56,45 @@ pub(super) fn batch(front: &Front, caller: &Caller, req: &pb::BatchRequest) -> R
     };
     let mut outcomes = Vec::with_capacity(req.actions.len());
     let mut failed: Option<usize> = None;
+    // Spaces that moves send content to; each needs write access and consent.
+    let mut spaces = vec![space.id];
+    let mut destination_error = None;
+    for (index, action) in req.actions.iter().enumerate() {
+        if let Some(pb::batch_action::Action::Move(m)) = &action.action
+            && !m.to_space.is_empty()
+            && m.to_space != space.name
+            && m.to_space != space.id.to_string()
+        {
+            let field = format!("actions[{index}].move.to_space");
+            let resolved = if req.confirm_access {
+                front
+                    .space(caller, &m.to_space, need)
+                    .map_err(|e| if e.reason == Reason::InvalidArgument { e.field(&field) } else { e })
+            } else {
+                Err(Error::new(
+                    Reason::InvalidArgument,
+                    "Moving content to another space changes who can see it; set confirm_access to do it.",
+                )
+                .field("confirm_access"))
+            };
+            match resolved {
+                Ok(destination) if !spaces.contains(&destination.id) => spaces.push(destination.id),
+                Ok(_) => {}
+                Err(error) => {
+                    destination_error = Some((index, error));
+                    break;
+                }
+            }
+        }
+    }
     // A failing action fails the plan, so nothing of the batch is applied.
-    let planned = front.store.mutate(space.id, &caller.principal, req.apply, |store, commit| {
+    let planned = front.store.mutate_many(&spaces, &caller.principal, req.apply, |store, commits| {
+        if let Some((index, error)) = destination_error {
+            failed = Some(index);
+            return Err(error);
+        }
         for (index, action) in req.actions.iter().enumerate() {
-            match run(front, caller, store, commit, req, index, action) {
+            match run(front, caller, store, commits, req, index, action) {
                 Ok(outcome) => outcomes.push(outcome),
                 Err(error) => {
                     failed = Some(index);
@@ -67,16 +102,17 @@ pub(super) fn batch(front: &Front, caller: &Caller, req: &pb::BatchRequest) -> R
                 }
             }
         }
+        let changes = commits.iter().any(|c| !c.is_empty());
         let response = pb::BatchResponse {
             outcomes: std::mem::take(&mut outcomes),
-            applied_changes: req.apply && !commit.is_empty(),
+            applied_changes: req.apply && changes,
             atomic: req.apply,
             applied: if req.apply { req.actions.len() as u32 } else { 0 },
             failed_index: None,
-            revision: if req.apply && !commit.is_empty() { commit.revision() } else { space.revision },
+            revision: if req.apply && !commits[0].is_empty() { commits[0].revision() } else { space.revision },
         };
         if let Some(claim) = &claim {
-            commit.receipt = Some((claim.scope, claim.receipt(&response)));
+            commits[0].receipt = Some((claim.scope, claim.receipt(&response)));
         }
         Ok(response)
     });
@@ -147,11 +183,12 @@ fn run(
     front: &Front,
     caller: &Caller,
     store: &Store,
-    commit: &mut Commit,
+    commits: &mut [Commit],
     req: &pb::BatchRequest,
     index: usize,
     action: &pb::BatchAction,
 ) -> Result<pb::BatchOutcome> {
+    let (commit, others) = commits.split_first_mut().ok_or_else(|| Error::internal("a batch without its space"))?;
     let field = |name: &str| format!("actions[{index}].{name}");
     let Some(action) = &action.action else {
         return Err(Error::invalid_argument(&format!("actions[{index}]"), "Each action needs exactly one kind."));
@@ -219,14 +256,21 @@ fn run(
         }
         pb::batch_action::Action::Move(a) => {
             let from = path_of(req, &a.from, &field("move.from"))?;
-            if !a.to_space.is_empty() && a.to_space != commit.space.name && a.to_space != commit.space.id.to_string() {
-                return Err(Error::new(
-                    Reason::InvalidArgument,
-                    "Moves between spaces are not available in a batch; copy with Download/Upload, then trash the original.",
-                )
-                .field(field("move.to_space")));
-            }
             let folder = path_of(req, &a.to_folder, &field("move.to_folder"))?;
+            if !a.to_space.is_empty() && a.to_space != commit.space.name && a.to_space != commit.space.id.to_string() {
+                let dest = others
+                    .iter_mut()
+                    .find(|c| c.space.name == a.to_space || c.space.id.to_string() == a.to_space)
+                    .ok_or_else(|| Error::internal("a move's destination space was not resolved"))?;
+                let to = named(&folder, from.name(), &field("move.from"))?;
+                let entry = commit.current(store, &from)?;
+                let count = commit.move_to_space(store, &from, dest, &to)?;
+                let summary = format!(
+                    "move {from} to {}:{to} ({count} entries; now visible to that space's members)",
+                    dest.space.name
+                );
+                return Ok(ok(index, summary, &to, entry.as_ref(), count));
+            }
             let to = named(&folder, from.name(), &field("move.from"))?;
             let count = commit.relocate(store, &from, &to, ChangeKind::Moved)?;
             let entry = commit.current(store, &to)?;

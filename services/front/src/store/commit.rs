@@ -231,111 +231,153 @@ impl Commit {
 impl Store {
     /// Applies a planned commit atomically. Not yet durable: see [`Store::durable`].
     pub(crate) fn apply(&self, commit: &Commit) -> Result<()> {
+        self.apply_all(&[commit])
+    }
+
+    /// Applies several commits (of different spaces) in one transaction.
+    pub(crate) fn apply_all(&self, commits: &[&Commit]) -> Result<()> {
         // Only commits that bring new content are refused on a full disk:
         // trash and removal must keep working to free room.
-        let incoming: u64 = commit.versions.iter().filter_map(|v| v.bytes.as_ref()).map(|b| b.len() as u64).sum();
+        let incoming: u64 = commits
+            .iter()
+            .flat_map(|c| c.versions.iter())
+            .filter_map(|v| v.bytes.as_ref())
+            .map(|b| b.len() as u64)
+            .sum();
         if incoming > 0 {
             self.check_free_space(incoming)?;
         }
         let t = self.trees();
-        let space_key = keys::space(commit.space.id);
-        let space_value = encode(&commit.space);
-        let name_key = keys::space_name(&commit.space.name);
-        let entries: Vec<_> = commit
-            .entries
-            .iter()
-            .map(|(path, entry)| {
-                (
-                    keys::current(commit.space.id, path),
-                    keys::history(commit.space.id, path, commit.revision()),
-                    entry.as_ref().map(encode),
-                    encode(entry),
-                )
-            })
-            .collect();
-        let functions_value = commit.functions.as_ref().map(encode);
-        let revlog_value = encode(&RevisionRecord {
-            time_ms: commit.time_ms,
-            principal: commit.principal.clone(),
-            changes: commit.changes.clone(),
-        });
-        let trash_values: Vec<_> =
-            commit.trash.iter().map(|(key, record)| (key, record.as_ref().map(encode))).collect();
-        let receipt_value = commit.receipt.as_ref().map(|(key, receipt)| (key, encode(receipt)));
+        let prepared: Vec<Prepared> = commits.iter().map(|commit| Prepared::new(commit)).collect();
         (&t.spaces, &t.current, &t.history, &t.nodes, &t.versions, &t.content, &t.revlog, &t.trash, &t.receipts)
             .transaction(|(spaces, current, history, nodes, versions, content, revlog, trash, receipts)| {
-                if commit.creating {
-                    if spaces.get(&name_key)?.is_some() {
-                        return Err(ConflictableTransactionError::Abort(
-                            Error::new(
-                                Reason::AlreadyExists,
-                                format!("A space named {:?} already exists.", commit.space.name),
-                            )
-                            .with("name", &commit.space.name),
-                        ));
-                    }
-                    spaces.insert(name_key.as_slice(), &commit.space.id.to_bytes())?;
-                } else {
-                    let stored: SpaceRecord = match spaces.get(&space_key)? {
-                        Some(raw) => decode(&raw).map_err(ConflictableTransactionError::Abort)?,
-                        None => {
-                            return Err(ConflictableTransactionError::Abort(Error::space_not_found(
-                                &commit.space.name,
+                for (commit, prepared) in commits.iter().zip(&prepared) {
+                    let Prepared {
+                        space_key,
+                        space_value,
+                        name_key,
+                        entries,
+                        functions_value,
+                        revlog_value,
+                        trash_values,
+                        receipt_value,
+                    } = prepared;
+                    if commit.creating {
+                        if spaces.get(name_key)?.is_some() {
+                            return Err(ConflictableTransactionError::Abort(
+                                Error::new(
+                                    Reason::AlreadyExists,
+                                    format!("A space named {:?} already exists.", commit.space.name),
+                                )
+                                .with("name", &commit.space.name),
+                            ));
+                        }
+                        spaces.insert(name_key.as_slice(), &commit.space.id.to_bytes())?;
+                    } else {
+                        let stored: SpaceRecord = match spaces.get(space_key)? {
+                            Some(raw) => decode(&raw).map_err(ConflictableTransactionError::Abort)?,
+                            None => {
+                                return Err(ConflictableTransactionError::Abort(Error::space_not_found(
+                                    &commit.space.name,
+                                )));
+                            }
+                        };
+                        if stored.revision + 1 != commit.revision() {
+                            return Err(ConflictableTransactionError::Abort(Error::internal(
+                                "the space changed while a commit was planned",
                             )));
                         }
-                    };
-                    if stored.revision + 1 != commit.revision() {
-                        return Err(ConflictableTransactionError::Abort(Error::internal(
-                            "the space changed while a commit was planned",
-                        )));
                     }
-                }
-                spaces.insert(space_key.as_slice(), space_value.as_slice())?;
-                for (current_key, history_key, current_value, history_value) in &entries {
-                    match current_value {
-                        Some(value) => current.insert(current_key.as_slice(), value.as_slice())?,
-                        None => current.remove(current_key.as_slice())?,
-                    };
-                    history.insert(history_key.as_slice(), history_value.as_slice())?;
-                }
-                for (node, record) in &commit.nodes {
-                    nodes.insert(keys::node(*node), encode(record))?;
-                }
-                for version in &commit.versions {
-                    let key = keys::version(commit.space.id, version.node, version.number);
-                    versions.insert(key, encode(&version.record))?;
-                    content::add_ref(content, version.record.hash, version.bytes.as_deref().map(Vec::as_slice))?;
-                }
-                for purge in &commit.purge {
-                    match purge {
-                        Purge::History(key) => {
-                            history.remove(key.as_slice())?;
-                        }
-                        Purge::Version { key, hash } => {
-                            if versions.remove(key.as_slice())?.is_some() {
-                                content::drop_ref(content, *hash)?;
+                    spaces.insert(space_key.as_slice(), space_value.as_slice())?;
+                    for (current_key, history_key, current_value, history_value) in entries {
+                        match current_value {
+                            Some(value) => current.insert(current_key.as_slice(), value.as_slice())?,
+                            None => current.remove(current_key.as_slice())?,
+                        };
+                        history.insert(history_key.as_slice(), history_value.as_slice())?;
+                    }
+                    for (node, record) in &commit.nodes {
+                        nodes.insert(keys::node(*node), encode(record))?;
+                    }
+                    for version in &commit.versions {
+                        let key = keys::version(commit.space.id, version.node, version.number);
+                        versions.insert(key, encode(&version.record))?;
+                        content::add_ref(content, version.record.hash, version.bytes.as_deref().map(Vec::as_slice))?;
+                    }
+                    for purge in &commit.purge {
+                        match purge {
+                            Purge::History(key) => {
+                                history.remove(key.as_slice())?;
+                            }
+                            Purge::Version { key, hash } => {
+                                if versions.remove(key.as_slice())?.is_some() {
+                                    content::drop_ref(content, *hash)?;
+                                }
+                            }
+                            Purge::Node(node) => {
+                                nodes.remove(keys::node(*node))?;
                             }
                         }
-                        Purge::Node(node) => {
-                            nodes.remove(keys::node(*node))?;
-                        }
                     }
+                    if let Some((key, value)) = &receipt_value {
+                        receipts.insert(key.as_slice(), value.as_slice())?;
+                    }
+                    for (key, value) in trash_values {
+                        match value {
+                            Some(value) => trash.insert(key.as_slice(), value.as_slice())?,
+                            None => trash.remove(key.as_slice())?,
+                        };
+                    }
+                    if let Some(functions) = &functions_value {
+                        spaces.insert(keys::functions(commit.space.id), functions.as_slice())?;
+                    }
+                    revlog.insert(keys::revlog(commit.space.id, commit.revision()), revlog_value.as_slice())?;
                 }
-                if let Some((key, value)) = &receipt_value {
-                    receipts.insert(key.as_slice(), value.as_slice())?;
-                }
-                for (key, value) in &trash_values {
-                    match value {
-                        Some(value) => trash.insert(key.as_slice(), value.as_slice())?,
-                        None => trash.remove(key.as_slice())?,
-                    };
-                }
-                if let Some(functions) = &functions_value {
-                    spaces.insert(keys::functions(commit.space.id), functions.as_slice())?;
-                }
-                revlog.insert(keys::revlog(commit.space.id, commit.revision()), revlog_value.as_slice())?;
                 Ok(())
             })?;
         Ok(())
+    }
+}
+
+/// A commit's keys and encoded values, computed before the transaction so
+/// that its closure (which sled may retry) only writes.
+struct Prepared {
+    space_key: Vec<u8>,
+    space_value: Vec<u8>,
+    name_key: Vec<u8>,
+    entries: Vec<(Vec<u8>, Vec<u8>, Option<Vec<u8>>, Vec<u8>)>,
+    functions_value: Option<Vec<u8>>,
+    revlog_value: Vec<u8>,
+    trash_values: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    receipt_value: Option<([u8; 32], Vec<u8>)>,
+}
+
+impl Prepared {
+    fn new(commit: &Commit) -> Self {
+        Self {
+            space_key: keys::space(commit.space.id),
+            space_value: encode(&commit.space),
+            name_key: keys::space_name(&commit.space.name),
+            entries: commit
+                .entries
+                .iter()
+                .map(|(path, entry)| {
+                    (
+                        keys::current(commit.space.id, path),
+                        keys::history(commit.space.id, path, commit.revision()),
+                        entry.as_ref().map(encode),
+                        encode(entry),
+                    )
+                })
+                .collect(),
+            functions_value: commit.functions.as_ref().map(encode),
+            revlog_value: encode(&RevisionRecord {
+                time_ms: commit.time_ms,
+                principal: commit.principal.clone(),
+                changes: commit.changes.clone(),
+            }),
+            trash_values: commit.trash.iter().map(|(key, record)| (key.clone(), record.as_ref().map(encode))).collect(),
+            receipt_value: commit.receipt.as_ref().map(|(key, receipt)| (*key, encode(receipt))),
+        }
     }
 }

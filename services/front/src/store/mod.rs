@@ -206,8 +206,24 @@ impl Store {
 
     /// Serializes mutations of one space (and of the spaces sharing its stripe).
     fn lock_space(&self, space: SpaceId) -> MutexGuard<'_, ()> {
-        let stripe = (space.to_bytes()[15] as usize) % LOCK_STRIPES;
+        let stripe = Self::stripe(space);
         self.inner.stripes[stripe].lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Locks the stripes of several spaces, always in stripe order, so that
+    /// two multi-space changes can never wait on each other.
+    fn lock_spaces(&self, spaces: &[SpaceId]) -> Vec<MutexGuard<'_, ()>> {
+        let mut stripes: Vec<usize> = spaces.iter().map(|&s| Self::stripe(s)).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        stripes
+            .into_iter()
+            .map(|i| self.inner.stripes[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+            .collect()
+    }
+
+    fn stripe(space: SpaceId) -> usize {
+        (space.to_bytes()[15] as usize) % LOCK_STRIPES
     }
 
     // ------------------------------------------------------------ point reads

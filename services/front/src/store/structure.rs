@@ -22,22 +22,58 @@ impl Store {
         apply: bool,
         plan: impl FnOnce(&Store, &mut Commit) -> Result<T>,
     ) -> Result<(T, u64)> {
-        let _guard = self.lock_space(space);
-        let before: SpaceRecord = self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
-        let mut commit = Commit::new(before.clone(), principal);
-        let out = plan(self, &mut commit)?;
-        commit.check_quota(&before)?;
-        if !apply {
-            return Ok((out, before.revision));
+        let (out, revisions) =
+            self.mutate_many(&[space], principal, apply, |store, commits| plan(store, &mut commits[0]))?;
+        Ok((out, revisions[0]))
+    }
+
+    /// Like [`Store::mutate`] for several spaces at once (a move between
+    /// spaces): all their commits apply in one transaction, or none does.
+    /// The first space's commit carries the receipt.
+    pub(crate) fn mutate_many<T>(
+        &self,
+        spaces: &[SpaceId],
+        principal: &str,
+        apply: bool,
+        plan: impl FnOnce(&Store, &mut [Commit]) -> Result<T>,
+    ) -> Result<(T, Vec<u64>)> {
+        let _guards = self.lock_spaces(spaces);
+        let mut befores = Vec::with_capacity(spaces.len());
+        for &space in spaces {
+            befores.push(self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?);
         }
-        if commit.is_empty() && !commit.settings_changed(&before) {
-            if let Some((key, receipt)) = &commit.receipt {
+        let mut commits: Vec<Commit> = befores.iter().map(|b| Commit::new(b.clone(), principal)).collect();
+        let out = plan(self, &mut commits)?;
+        for (commit, before) in commits.iter().zip(&befores) {
+            commit.check_quota(before)?;
+        }
+        let unchanged: Vec<u64> = befores.iter().map(|b| b.revision).collect();
+        if !apply {
+            return Ok((out, unchanged));
+        }
+        let changed: Vec<bool> =
+            commits.iter().zip(&befores).map(|(c, b)| !c.is_empty() || c.settings_changed(b)).collect();
+        if !changed.iter().any(|&c| c) {
+            if let Some((key, receipt)) = &commits[0].receipt {
                 self.put_receipt(key, receipt)?;
             }
-            return Ok((out, before.revision));
+            return Ok((out, unchanged));
         }
-        self.apply(&commit)?;
-        Ok((out, commit.revision()))
+        if !changed[0]
+            && let Some(first_changed) = changed.iter().position(|&c| c)
+        {
+            // The receipt belongs with the change: carry it on an applied commit.
+            commits[first_changed].receipt = commits[0].receipt.take();
+        }
+        let to_apply: Vec<&Commit> = commits.iter().zip(&changed).filter(|(_, c)| **c).map(|(c, _)| c).collect();
+        self.apply_all(&to_apply)?;
+        let revisions = commits
+            .iter()
+            .zip(&befores)
+            .zip(&changed)
+            .map(|((c, b), ch)| if *ch { c.revision() } else { b.revision })
+            .collect();
+        Ok((out, revisions))
     }
 
     /// The most recently trashed subtree whose root was at `path`.
@@ -260,6 +296,58 @@ impl Commit {
             return Err(Error::new(Reason::AlreadyExists, format!("{to} already exists.")).with("path", to));
         }
         Ok(())
+    }
+
+    /// Moves a subtree into another space's commit at `to`; nodes keep their
+    /// IDs and every version (the source keeps its history).
+    pub fn move_to_space(
+        &mut self,
+        store: &Store,
+        from: &SpacePath,
+        dest: &mut Commit,
+        to: &SpacePath,
+    ) -> Result<usize> {
+        let subtree = self.existing_subtree(store, from)?;
+        let parent = to.parent().unwrap_or_else(SpacePath::root);
+        match dest.current(store, &parent)? {
+            Some(entry) if entry.is_dir() => {}
+            Some(_) => {
+                return Err(Error::new(Reason::NotADirectory, format!("{parent} is a file, not a folder."))
+                    .with("path", &parent));
+            }
+            None => return Err(Error::not_found(&parent)),
+        }
+        if dest.current(store, to)?.is_some() {
+            return Err(Error::new(Reason::AlreadyExists, format!("{to} already exists.")).with("path", to));
+        }
+        for (p, entry) in &subtree {
+            let new_path = join_below(to, p.relative_to(from))?;
+            self.entries.push((p.clone(), None));
+            self.count_out(entry);
+            self.change(ChangeKind::Moved, &SpacePath::root(), Some(p), entry);
+            if !entry.is_dir() {
+                let mut numbers = Vec::new();
+                for item in store.trees().versions.scan_prefix(keys::versions_prefix(self.space.id, entry.node)) {
+                    let (key, value) = item?;
+                    let number =
+                        u64::from_be_bytes(key[32..40].try_into().map_err(|_| Error::internal("bad version key"))?);
+                    numbers.push((number, decode::<VersionRecord>(&value)?));
+                }
+                numbers.extend(
+                    self.versions.iter().filter(|v| v.node == entry.node).map(|v| (v.number, v.record.clone())),
+                );
+                for (number, record) in numbers {
+                    dest.versions.push(NewVersion { node: entry.node, number, record, bytes: None });
+                }
+            }
+            let moved = Entry { revision: dest.revision(), ..entry.clone() };
+            dest.nodes
+                .push((entry.node, NodeRecord { space: dest.space.id, path: new_path.to_string(), trashed: false }));
+            dest.count_in(&moved);
+            dest.change(ChangeKind::Moved, &new_path, None, &moved);
+            dest.entries.push((new_path, Some(moved)));
+        }
+        Ok(subtree.len())
     }
 
     /// Moves (or renames) a subtree to `to`; nodes keep their IDs.

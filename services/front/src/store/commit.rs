@@ -339,13 +339,16 @@ impl Store {
     }
 }
 
+/// (current key, history key, current value or removal, history value).
+type PreparedEntry = (Vec<u8>, Vec<u8>, Option<Vec<u8>>, Vec<u8>);
+
 /// A commit's keys and encoded values, computed before the transaction so
 /// that its closure (which sled may retry) only writes.
 struct Prepared {
     space_key: Vec<u8>,
     space_value: Vec<u8>,
     name_key: Vec<u8>,
-    entries: Vec<(Vec<u8>, Vec<u8>, Option<Vec<u8>>, Vec<u8>)>,
+    entries: Vec<PreparedEntry>,
     functions_value: Option<Vec<u8>>,
     revlog_value: Vec<u8>,
     trash_values: Vec<(Vec<u8>, Option<Vec<u8>>)>,

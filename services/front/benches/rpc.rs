@@ -8,10 +8,17 @@
 //!    and group/off at concurrency 64.
 //! 2. Small `Read` rate at concurrency 64 against a no-op RPC served by the same
 //!    process (`grpc.health.v1.Health/Check`), and their ratio.
+//! 3. What idempotency keys and bearer-token auth add to group-commit `Write`
+//!    at concurrency 16 and 64: a `--dev` baseline without keys, the same with
+//!    a unique `idempotency_key` on every write, and a `--tokens` front where
+//!    every call carries `authorization: Bearer`, each on a fresh front.
+//! 4. Latency of sequential `Edit`s of one line in a ~5 MiB text file, next to
+//!    sequential tail `Read`s (10 lines) and whole-file `Write`s of that file.
 //!
-//! Every measurement runs for a fixed wall time after a short warm-up and
-//! reports calls/s with p50/p99 latency. Figures are printed, never asserted,
-//! and also written as JSON to `target/bench-rpc.json`.
+//! Rate measurements run for a fixed wall time after a short warm-up and
+//! report calls/s with p50/p99 latency; the 5 MiB file section times a fixed
+//! number of sequential calls. Figures are printed, never asserted, and also
+//! written as JSON to `target/bench-rpc.json`.
 //!
 //! ```sh
 //! cargo bench -p agentvfs-front --bench rpc
@@ -27,6 +34,7 @@ use std::time::{Duration, Instant};
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::admin_client::AdminClient;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
+use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -40,24 +48,93 @@ const READ_CONCURRENCY: usize = 64;
 const SPACE: &str = "bench";
 /// More connections than this only adds client work on a 2-core machine.
 const MAX_CHANNELS: usize = 8;
+const OVERHEAD_LEVELS: [usize; 2] = [16, 64];
+const VARIANTS: [Variant; 3] = [Variant::Baseline, Variant::Idempotency, Variant::Auth];
+/// The only token of the `--tokens` front; an admin, so it owns every space.
+const BEARER: &str = "Bearer bench-admin-token-0123456789";
+/// 80,000 lines of 64 characters plus `\n` is 5,200,000 bytes: as large as
+/// it gets while staying under the 5 MiB (5,242,880-byte) text limit.
+const BIG_LINES: usize = 80_000;
+const BIG_LINE_CHARS: usize = 64;
+const BIG_PATH: &str = "/big/five-mib.txt";
+/// Sequential calls per kind in the 5 MiB file section.
+const BIG_CALLS: usize = 30;
+
+/// How a front authenticates its callers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// `--dev`: every call is the `dev` principal, no header needed.
+    Dev,
+    /// `--tokens FILE` holding [`BEARER`]'s token; every call must send it.
+    Token,
+}
+
+/// One column of the write-overhead comparison.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    Baseline,
+    Idempotency,
+    Auth,
+}
+
+impl Variant {
+    fn name(self) -> &'static str {
+        match self {
+            Variant::Baseline => "baseline",
+            Variant::Idempotency => "idempotency",
+            Variant::Auth => "auth",
+        }
+    }
+
+    fn access(self) -> Access {
+        if self == Variant::Auth { Access::Token } else { Access::Dev }
+    }
+}
+
+/// Adds the bench token to a request (the `--tokens` front refuses calls
+/// without it).
+fn bearer(mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+    request.metadata_mut().insert("authorization", MetadataValue::from_static(BEARER));
+    Ok(request)
+}
 
 /// A running front on its own temporary store; killed on drop.
 struct Front {
     child: Child,
     addr: String,
+    access: Access,
     _temp: tempfile::TempDir,
 }
 
 impl Front {
     async fn start(durability: &str) -> Front {
+        Front::start_with(durability, Access::Dev).await
+    }
+
+    async fn start_with(durability: &str, access: Access) -> Front {
         let temp = tempfile::tempdir().expect("temp dir");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agentvfs-front"))
-            .args(["--dev", "--listen", "127.0.0.1:0", "--rate-limit", "0", "--durability", durability, "--data-dir"])
-            .arg(temp.path().join("data"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn agentvfs-front");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agentvfs-front"));
+        // Without `--rate-limit 0` the per-principal limit would shed the
+        // load and the bench would measure the limiter instead.
+        command
+            .args(["--listen", "127.0.0.1:0", "--rate-limit", "0", "--durability", durability, "--data-dir"])
+            .arg(temp.path().join("data"));
+        match access {
+            Access::Dev => {
+                command.arg("--dev");
+            }
+            Access::Token => {
+                let tokens = temp.path().join("tokens.toml");
+                let token = BEARER.strip_prefix("Bearer ").expect("bearer prefix");
+                std::fs::write(
+                    &tokens,
+                    format!("[[tokens]]\ntoken = \"{token}\"\nprincipal = \"bench\"\nadmin = true\n"),
+                )
+                .expect("write tokens file");
+                command.arg("--tokens").arg(tokens);
+            }
+        }
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("spawn agentvfs-front");
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut line = String::new();
         stdout.read_line(&mut line).expect("read first stdout line");
@@ -68,7 +145,7 @@ impl Front {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_owned();
-        let front = Front { child, addr, _temp: temp };
+        let front = Front { child, addr, access, _temp: temp };
         front.wait_serving().await;
         front
     }
@@ -105,10 +182,12 @@ impl Front {
     async fn create_space(&self) {
         let channel = self.try_connect().await.expect("connect");
         let quota = pb::Quota { max_bytes: 1 << 40, max_files: 100_000_000 };
-        AdminClient::new(channel)
-            .create_space(pb::CreateSpaceRequest { name: SPACE.into(), quota: Some(quota), ..Default::default() })
-            .await
-            .expect("create space");
+        let request = pb::CreateSpaceRequest { name: SPACE.into(), quota: Some(quota), ..Default::default() };
+        match self.access {
+            Access::Dev => AdminClient::new(channel).create_space(request).await,
+            Access::Token => AdminClient::with_interceptor(channel, bearer).create_space(request).await,
+        }
+        .expect("create space");
     }
 
     fn stop(mut self) {
@@ -181,16 +260,18 @@ where
         last_end = last_end.max(end);
     }
     latencies.sort_unstable();
-    let percentile = |p: f64| {
-        let index = ((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len().max(1)) - 1;
-        latencies.get(index).map_or(0.0, |d| d.as_secs_f64() * 1e3)
-    };
     Stats {
         calls: latencies.len(),
         secs: (last_end - measured_from).as_secs_f64().max(1e-9),
-        p50_ms: percentile(0.50),
-        p99_ms: percentile(0.99),
+        p50_ms: percentile_ms(&latencies, 0.50),
+        p99_ms: percentile_ms(&latencies, 0.99),
     }
+}
+
+/// Nearest-rank percentile of `sorted`, in milliseconds (0 when empty).
+fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
+    let index = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len().max(1)) - 1;
+    sorted.get(index).map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
 /// A ~200-byte text, distinct per write so content dedup does not help.
@@ -224,6 +305,168 @@ async fn bench_writes(durability: &str) -> Vec<(usize, Stats)> {
     }
     front.stop();
     results
+}
+
+/// Group-commit writes like [`bench_writes`] at [`OVERHEAD_LEVELS`], on a
+/// fresh front per variant so receipts or auth state of one never slow another.
+async fn bench_write_overhead(variant: Variant) -> Vec<(usize, Stats)> {
+    let front = Front::start_with("group", variant.access()).await;
+    front.create_space().await;
+    let mut results = Vec::new();
+    for concurrency in OVERHEAD_LEVELS {
+        let channels = front.channels(concurrency.min(MAX_CHANNELS)).await;
+        let stats = drive(&channels, concurrency, move |channel, task, n| async move {
+            // The level is part of the key: the same front serves every level,
+            // and reusing a key for another request is an error, not a replay.
+            let idempotency_key =
+                if variant == Variant::Idempotency { format!("k-c{concurrency}-{task}-{n}") } else { String::new() };
+            let request = pb::WriteRequest {
+                space: SPACE.into(),
+                path: format!("/c{concurrency}/w{task}/f{n}.txt"),
+                body: Some(pb::write_request::Body::Content(payload(concurrency, task, n))),
+                idempotency_key,
+                ..Default::default()
+            };
+            match variant.access() {
+                Access::Dev => FileSystemClient::new(channel).write(request).await,
+                Access::Token => FileSystemClient::with_interceptor(channel, bearer).write(request).await,
+            }
+            .map(drop)
+        })
+        .await;
+        print_row(variant.name(), concurrency, &stats);
+        results.push((concurrency, stats));
+    }
+    front.stop();
+    results
+}
+
+/// Latencies of a fixed number of sequential calls.
+struct Sequential {
+    sorted: Vec<Duration>,
+}
+
+impl Sequential {
+    fn new(mut samples: Vec<Duration>) -> Sequential {
+        samples.sort_unstable();
+        Sequential { sorted: samples }
+    }
+
+    fn mean_ms(&self) -> f64 {
+        let total: Duration = self.sorted.iter().sum();
+        total.as_secs_f64() * 1e3 / self.sorted.len().max(1) as f64
+    }
+
+    fn p50_ms(&self) -> f64 {
+        percentile_ms(&self.sorted, 0.50)
+    }
+
+    fn p99_ms(&self) -> f64 {
+        percentile_ms(&self.sorted, 0.99)
+    }
+
+    fn max_ms(&self) -> f64 {
+        self.sorted.last().map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    }
+}
+
+/// Line `index` (0-based) of the big file: 64 characters, unique because of
+/// the fixed-width number and the `tag`.
+fn big_line(index: usize, tag: &str) -> String {
+    let mut line = format!("line {index:06} {tag} ");
+    while line.len() < BIG_LINE_CHARS {
+        line.push_str("lorem ipsum dolor sit amet ");
+    }
+    line.truncate(BIG_LINE_CHARS);
+    line
+}
+
+fn big_text(first_tag: &str) -> String {
+    let mut text = String::with_capacity(BIG_LINES * (BIG_LINE_CHARS + 1));
+    for index in 0..BIG_LINES {
+        text.push_str(&big_line(index, if index == 0 { first_tag } else { "original" }));
+        text.push('\n');
+    }
+    text
+}
+
+/// The line edited in round `round`: spread over the whole file, never the
+/// first line (rewritten by the overwrite baseline) and never twice.
+fn edited_index(round: usize) -> usize {
+    1 + round * (BIG_LINES - 1) / BIG_CALLS
+}
+
+struct BigFile {
+    bytes: usize,
+    edit: Sequential,
+    read: Sequential,
+    write: Sequential,
+}
+
+async fn bench_big_file() -> BigFile {
+    let front = Front::start("group").await;
+    front.create_space().await;
+    let mut fs = FileSystemClient::new(front.try_connect().await.expect("connect"));
+    let text = big_text("original");
+    let bytes = text.len();
+    assert!(bytes < 5 << 20, "the big file must stay under the 5 MiB text limit");
+    let write = |content: String| pb::WriteRequest {
+        space: SPACE.into(),
+        path: BIG_PATH.into(),
+        body: Some(pb::write_request::Body::Content(content)),
+        ..Default::default()
+    };
+    let mut version = fs.write(write(text)).await.expect("write the 5 MiB file").into_inner().version;
+
+    let mut edits = Vec::with_capacity(BIG_CALLS);
+    for round in 0..BIG_CALLS {
+        let index = edited_index(round);
+        let replace = pb::ReplaceEdit {
+            old_text: format!("{}\n", big_line(index, "original")),
+            new_text: format!("{}\n", big_line(index, &format!("edited-{round:02}"))),
+            ..Default::default()
+        };
+        let request = pb::EditRequest {
+            space: SPACE.into(),
+            path: BIG_PATH.into(),
+            base_version: Some(version),
+            edits: vec![pb::TextEdit { kind: Some(pb::text_edit::Kind::Replace(replace)) }],
+            ..Default::default()
+        };
+        let start = Instant::now();
+        let reply = fs.edit(request).await.expect("edit the 5 MiB file").into_inner();
+        edits.push(start.elapsed());
+        assert!(reply.changed && reply.replacements == [1], "edit {round} did not replace exactly one line");
+        version = reply.version;
+    }
+
+    let mut reads = Vec::with_capacity(BIG_CALLS);
+    for _ in 0..BIG_CALLS {
+        let request = pb::ReadRequest {
+            space: SPACE.into(),
+            path: BIG_PATH.into(),
+            offset: (BIG_LINES - 9) as u64,
+            limit: 10,
+            ..Default::default()
+        };
+        let start = Instant::now();
+        let reply = fs.read(request).await.expect("read the 5 MiB file's tail").into_inner();
+        reads.push(start.elapsed());
+        assert_eq!(reply.last_line, BIG_LINES as u64, "tail read did not reach the last line");
+        assert_eq!(reply.content.lines().count(), 10, "tail read returned the wrong number of lines");
+    }
+
+    let mut writes = Vec::with_capacity(BIG_CALLS);
+    for round in 0..BIG_CALLS {
+        // A different first line each time, so every overwrite is a real change.
+        let request = write(big_text(&format!("overwrite-{round:02}")));
+        let start = Instant::now();
+        let reply = fs.write(request).await.expect("overwrite the 5 MiB file").into_inner();
+        writes.push(start.elapsed());
+        assert!(reply.written && reply.size == bytes as u64, "overwrite {round} did not store the whole file");
+    }
+    front.stop();
+    BigFile { bytes, edit: Sequential::new(edits), read: Sequential::new(reads), write: Sequential::new(writes) }
 }
 
 async fn bench_reads() -> (Stats, Stats) {
@@ -280,6 +523,32 @@ fn stats_json(s: &Stats) -> String {
     )
 }
 
+fn print_sequential_header() {
+    println!("{:<24} {:>5} {:>9} {:>9} {:>9} {:>9}", "measurement", "calls", "mean ms", "p50 ms", "p99 ms", "max ms");
+}
+
+fn print_sequential(name: &str, s: &Sequential) {
+    println!(
+        "{name:<24} {:>5} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
+        s.sorted.len(),
+        s.mean_ms(),
+        s.p50_ms(),
+        s.p99_ms(),
+        s.max_ms()
+    );
+}
+
+fn sequential_json(s: &Sequential) -> String {
+    format!(
+        r#"{{"calls": {}, "mean_ms": {:.3}, "p50_ms": {:.3}, "p99_ms": {:.3}, "max_ms": {:.3}}}"#,
+        s.sorted.len(),
+        s.mean_ms(),
+        s.p50_ms(),
+        s.p99_ms(),
+        s.max_ms()
+    )
+}
+
 fn ratio_json(ratio: f64, goal: f64, result: &str) -> String {
     format!(r#"{{"ratio": {ratio:.3}, "goal": {goal}, "result": "{result}"}}"#)
 }
@@ -319,6 +588,34 @@ async fn main() {
     let r2 = verdict("group/off @ c=64", group_vs_off, 0.5);
     let r3 = verdict("read/no-op @ c=64", read_vs_noop, 0.7);
 
+    println!();
+    println!("write overhead of idempotency and auth, group front, ~200-byte files, {}s per level", WINDOW.as_secs());
+    print_header();
+    let mut overhead = Vec::new();
+    for variant in VARIANTS {
+        overhead.push((variant, bench_write_overhead(variant).await));
+    }
+    let overhead_at = |variant: Variant, concurrency: usize| {
+        overhead
+            .iter()
+            .find(|(v, _)| *v == variant)
+            .and_then(|(_, levels)| levels.iter().find(|(c, _)| *c == concurrency))
+            .map_or(0.0, |(_, s)| s.rate())
+    };
+    let idempotency_vs_baseline = overhead_at(Variant::Idempotency, 64) / overhead_at(Variant::Baseline, 64);
+    let auth_vs_baseline = overhead_at(Variant::Auth, 64) / overhead_at(Variant::Baseline, 64);
+    println!("{:<24} {idempotency_vs_baseline:>7.2}x", "idempotency/baseline @ c=64");
+    println!("{:<24} {auth_vs_baseline:>7.2}x", "auth/baseline @ c=64");
+
+    println!();
+    println!("edit latency on a 5 MiB file, group front, {BIG_CALLS} sequential calls each (c=1)");
+    let big = bench_big_file().await;
+    println!("file: {} bytes, {BIG_LINES} lines", big.bytes);
+    print_sequential_header();
+    print_sequential("edit (replace 1 line)", &big.edit);
+    print_sequential("read 10 tail lines", &big.read);
+    print_sequential("write whole file", &big.write);
+
     let mut json = String::from("{\n  \"writes\": {\n");
     for (i, (mode, levels)) in writes.iter().enumerate() {
         let rows: Vec<String> = levels.iter().map(|(c, s)| format!("\"{c}\": {}", stats_json(s))).collect();
@@ -332,6 +629,21 @@ async fn main() {
     let _ = writeln!(json, "    \"group_vs_per_write_c64\": {},", ratio_json(group_vs_per_write, 5.0, &r1));
     let _ = writeln!(json, "    \"group_vs_off_c64\": {},", ratio_json(group_vs_off, 0.5, &r2));
     let _ = writeln!(json, "    \"read_vs_noop_c64\": {}", ratio_json(read_vs_noop, 0.7, &r3));
+    let _ = writeln!(json, "  }},");
+    let _ = writeln!(json, "  \"write_overhead\": {{");
+    for (variant, levels) in &overhead {
+        let rows: Vec<String> = levels.iter().map(|(c, s)| format!("\"{c}\": {}", stats_json(s))).collect();
+        let _ = writeln!(json, "    \"{}\": {{{}}},", variant.name(), rows.join(", "));
+    }
+    let _ = writeln!(json, "    \"idempotency_vs_baseline_c64\": {idempotency_vs_baseline:.3},");
+    let _ = writeln!(json, "    \"auth_vs_baseline_c64\": {auth_vs_baseline:.3}");
+    let _ = writeln!(json, "  }},");
+    let _ = writeln!(json, "  \"big_file\": {{");
+    let _ = writeln!(json, "    \"bytes\": {},", big.bytes);
+    let _ = writeln!(json, "    \"lines\": {BIG_LINES},");
+    let _ = writeln!(json, "    \"edit\": {},", sequential_json(&big.edit));
+    let _ = writeln!(json, "    \"read_tail_10_lines\": {},", sequential_json(&big.read));
+    let _ = writeln!(json, "    \"write_whole_file\": {}", sequential_json(&big.write));
     let _ = writeln!(json, "  }}\n}}");
     let path = target_dir().join("bench-rpc.json");
     std::fs::write(&path, json).expect("write bench-rpc.json");

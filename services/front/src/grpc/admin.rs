@@ -387,6 +387,26 @@ impl Admin for Services {
         self.front.store.durable().await?;
         Ok(Response::new(response))
     }
+
+    async fn compact(&self, request: Request<pb::CompactRequest>) -> Result<Response<pb::CompactResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        let compacted = front
+            .store
+            .clone()
+            .blocking(move |store| {
+                let space = front.space(&caller, &req.space, Need::Admin)?;
+                store.compact(space.id, &caller.principal, req.revision)
+            })
+            .await?;
+        self.front.store.durable().await?;
+        Ok(Response::new(pb::CompactResponse {
+            compacted_revision: compacted.revision,
+            versions_dropped: compacted.versions_dropped,
+            bytes_freed: compacted.bytes_freed,
+        }))
+    }
 }
 
 fn parse_functions(functions: Vec<pb::FunctionSpec>) -> Result<Vec<Function>, Error> {

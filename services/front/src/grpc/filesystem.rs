@@ -320,6 +320,23 @@ impl FileSystem for Services {
         Ok(Response::new(response))
     }
 
+    async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<BoxStream<pb::WatchEvent>>, Status> {
+        let front = self.front.clone();
+        let mut caller = front.caller(&request)?;
+        // A stream may stay open for hours: it does not hold a call slot.
+        caller.admission = None;
+        let req = request.into_inner();
+        let target = {
+            let (front, caller, req) = (front.clone(), caller.clone(), req.clone());
+            front
+                .store
+                .clone()
+                .blocking(move |_| front.target(&caller, &req.space, &req.path, "", "path", Need::Read))
+                .await?
+        };
+        Ok(Response::new(super::watch::follow(&front, target, req.from_revision)?))
+    }
+
     async fn grep(&self, request: Request<pb::GrepRequest>) -> Result<Response<pb::GrepResponse>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;

@@ -12,6 +12,7 @@ mod idempotency;
 pub mod page_token;
 mod read;
 mod transfer;
+mod watch;
 
 use std::sync::Arc;
 

@@ -335,6 +335,7 @@ impl Store {
                 }
                 Ok(())
             })?;
+        self.inner.commits.send_modify(|count| *count += 1);
         Ok(())
     }
 }

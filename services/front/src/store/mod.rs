@@ -14,6 +14,7 @@ mod commit;
 pub mod content;
 mod flusher;
 mod generate;
+mod history;
 pub mod keys;
 pub mod records;
 mod snapshot;
@@ -27,6 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub(crate) use commit::Commit;
 pub use flusher::Durability;
 pub use generate::Generated;
+pub use history::{Compacted, expired};
 pub use records::{
     ChangeKind, Entry, Hash, Kind, NodeRecord, Quota, Receipt, Role, SpaceRecord, Ticket, Usage, VersionRecord,
 };
@@ -77,6 +79,8 @@ pub struct Store {
 
 #[derive(Debug)]
 struct Inner {
+    /// Counts commits, so followers of the log know when to look again.
+    commits: tokio::sync::watch::Sender<u64>,
     dir: std::path::PathBuf,
     db: sled::Db,
     t: Trees,
@@ -149,7 +153,17 @@ impl Store {
         }
         let flusher = flusher::Flusher::start(db.clone(), durability)?;
         let stripes = (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect();
-        let store = Self { inner: Arc::new(Inner { dir: dir.to_owned(), db, t, flusher, stripes, limits }) };
+        let store = Self {
+            inner: Arc::new(Inner {
+                commits: tokio::sync::watch::Sender::new(0),
+                dir: dir.to_owned(),
+                db,
+                t,
+                flusher,
+                stripes,
+                limits,
+            }),
+        };
         store.purge_deleted_spaces().map_err(OpenError::Purge)?;
         Ok(store)
     }

@@ -101,7 +101,9 @@ impl Store {
 impl Commit {
     /// Whether the space's own settings (access, quota) change.
     pub fn settings_changed(&self, before: &SpaceRecord) -> bool {
-        self.space.access != before.access || self.space.quota != before.quota
+        self.space.access != before.access
+            || self.space.quota != before.quota
+            || self.space.compacted_revision != before.compacted_revision
     }
 
     /// Whether the commit changes nothing.

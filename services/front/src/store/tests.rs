@@ -23,6 +23,7 @@ enum Op {
     Write { path: usize, content: usize, mode: WriteMode, text: bool, expected: Option<u64> },
     ReadAt { path: usize, back: u64 },
     ListAt { back: u64, page: usize, root: usize, recursive: bool },
+    Compact { back: u64 },
     Reopen,
 }
 
@@ -39,6 +40,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0u64..6, 1usize..4, 0..DIRS.len(), any::<bool>())
             .prop_map(|(back, page, root, recursive)| Op::ListAt { back, page, root, recursive }),
         1 => Just(Op::Reopen),
+        1 => (0u64..4).prop_map(|back| Op::Compact { back }),
     ]
 }
 
@@ -170,6 +172,8 @@ proptest! {
         }
         // snapshots[r] is the tree as of revision r.
         let mut snapshots = vec![Tree::new(), initial];
+        // Revisions below this were compacted away.
+        let mut floor = 0u64;
 
         for op in ops {
             let revision = snapshots.len() as u64 - 1;
@@ -211,7 +215,7 @@ proptest! {
                     }
                 }
                 Op::ReadAt { path: p, back } => {
-                    let at = revision.saturating_sub(back);
+                    let at = revision.saturating_sub(back).max(floor);
                     let entry = store.entry(space.id, &path(PATHS[p]), Some(at)).unwrap();
                     match (snapshots[at as usize].get(PATHS[p]), entry) {
                         (None, None) => {}
@@ -226,7 +230,7 @@ proptest! {
                     }
                 }
                 Op::ListAt { back, page, root, recursive } => {
-                    let at = revision.saturating_sub(back);
+                    let at = revision.saturating_sub(back).max(floor);
                     let tree = &snapshots[at as usize];
                     let root_path = DIRS[root];
                     if root_path != "/" && tree.get(root_path) != Some(&Node::Dir) {
@@ -234,6 +238,16 @@ proptest! {
                     }
                     let paged = listing(&store, space.id, &path(root_path), at, page, recursive);
                     prop_assert_eq!(paged, model_listing(tree, root_path, recursive));
+                }
+                Op::Compact { back } => {
+                    let target = revision.saturating_sub(back).max(1);
+                    let done = store.compact(space.id, "p", target).unwrap();
+                    floor = floor.max(done.revision);
+                    // The compaction is a commit of its own; the tree does not change.
+                    let same = snapshots.last().unwrap().clone();
+                    if store.space(space.id).unwrap().unwrap().revision == snapshots.len() as u64 {
+                        snapshots.push(same);
+                    }
                 }
                 Op::Reopen => {
                     store.close().unwrap();

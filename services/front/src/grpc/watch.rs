@@ -1,0 +1,121 @@
+//! `Watch`: a stream of change events from the revision log.
+//!
+//! A follower task reads the log from the requested revision, in batches,
+//! and sends events through a small bounded channel: a slow consumer slows
+//! the reading, nothing piles up in memory. At the end of the log it waits
+//! for the next commit, then for it to be on disk, so no event describes a
+//! change that a crash could still undo.
+
+use agentvfs_proto::v1 as pb;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Status;
+use tonic::codegen::BoxStream;
+
+use super::{Front, Target, convert};
+use crate::error::{Error, Result};
+use crate::ids::SpaceId;
+use crate::path::SpacePath;
+use crate::store::{ChangeKind, Store, expired};
+
+/// Events buffered between the log reader and a slow consumer.
+const BUFFER: usize = 64;
+/// Log records read at a time.
+const BATCH: usize = 256;
+
+/// Starts following `target`'s space from `from_revision` (0: from now on).
+pub(super) fn follow(front: &Front, target: Target, from_revision: u64) -> Result<BoxStream<pb::WatchEvent>> {
+    let space = &target.space;
+    let first = if from_revision == 0 { space.revision + 1 } else { from_revision };
+    if first <= space.compacted_revision {
+        return Err(expired(first, space.compacted_revision));
+    }
+    let (sender, receiver) = tokio::sync::mpsc::channel(BUFFER);
+    let store = front.store.clone();
+    let mut commits = store.subscribe();
+    tokio::spawn(async move {
+        let mut next = first;
+        loop {
+            let space_id = target.space.id;
+            let batch = {
+                let store = store.clone();
+                store.blocking(move |store| read(store, space_id, next)).await
+            };
+            let records = match batch {
+                Ok(records) => records,
+                Err(error) => {
+                    let _ = sender.send(Err(Status::from(error))).await;
+                    return;
+                }
+            };
+            if records.is_empty() {
+                tokio::select! {
+                    // The consumer went away: stop at once, even on a quiet space.
+                    () = sender.closed() => return,
+                    changed = commits.changed() => {
+                        if changed.is_err() || store.durable().await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                continue;
+            }
+            for (revision, events) in records {
+                next = revision + 1;
+                for event in events.into_iter().filter(|e| visible(e, &target.path)) {
+                    if sender.send(Ok(event)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    Ok(Box::pin(ReceiverStream::new(receiver)))
+}
+
+/// The next log records of a space as events, or SNAPSHOT_EXPIRED when the
+/// log was compacted past `next` while following it.
+fn read(store: &Store, space: SpaceId, next: u64) -> Result<Vec<(u64, Vec<pb::WatchEvent>)>> {
+    let record = store.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
+    if next <= record.compacted_revision {
+        return Err(expired(next, record.compacted_revision));
+    }
+    let records = store.revisions(space, next, BATCH)?;
+    Ok(records
+        .into_iter()
+        .map(|(revision, record)| {
+            let events = record
+                .changes
+                .into_iter()
+                .map(|change| pb::WatchEvent {
+                    revision,
+                    kind: kind(change.kind) as i32,
+                    node_id: change.node.to_string(),
+                    path: change.path,
+                    old_path: change.old_path.unwrap_or_default(),
+                    version: change.version,
+                    node_kind: convert::kind(change.node_kind),
+                    time: convert::timestamp(record.time_ms),
+                })
+                .collect();
+            (revision, events)
+        })
+        .collect())
+}
+
+fn visible(event: &pb::WatchEvent, prefix: &SpacePath) -> bool {
+    let under = |path: &str| SpacePath::parse(path).is_ok_and(|p| p.starts_with(prefix));
+    (!event.path.is_empty() && under(&event.path)) || (!event.old_path.is_empty() && under(&event.old_path))
+}
+
+fn kind(kind: ChangeKind) -> pb::ChangeKind {
+    match kind {
+        ChangeKind::Created => pb::ChangeKind::Created,
+        ChangeKind::Modified => pb::ChangeKind::Modified,
+        ChangeKind::Mkdir => pb::ChangeKind::Mkdir,
+        ChangeKind::Renamed => pb::ChangeKind::Renamed,
+        ChangeKind::Moved => pb::ChangeKind::Moved,
+        ChangeKind::Trashed => pb::ChangeKind::Trashed,
+        ChangeKind::Restored => pb::ChangeKind::Restored,
+        ChangeKind::Removed => pb::ChangeKind::Removed,
+    }
+}

@@ -27,6 +27,7 @@ pub mod cache;
 pub mod config;
 pub mod fetch;
 pub mod grpc;
+pub mod index;
 pub mod job;
 pub mod scan;
 pub mod server;

@@ -7,19 +7,23 @@ use agentvfs_proto::v1::worker_server::Worker;
 use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
+use std::sync::Arc;
+
 use crate::fetch::Fetcher;
+use crate::index::{Job, JobOp, SearchIndex};
 use crate::job::{self, Bounds, JobEntry, JobFile};
 use crate::scan::{Hit, Line, Mode, Options, Query};
 
-/// Serves grep jobs.
+/// Serves grep jobs and the search index.
 #[derive(Debug, Clone)]
 pub struct WorkerService {
     fetcher: Fetcher,
+    index: Arc<SearchIndex>,
 }
 
 impl WorkerService {
-    pub fn new(fetcher: Fetcher) -> Self {
-        Self { fetcher }
+    pub fn new(fetcher: Fetcher, index: Arc<SearchIndex>) -> Self {
+        Self { fetcher, index }
     }
 }
 
@@ -69,6 +73,94 @@ impl Worker for WorkerService {
             .await
             .map_err(|e| status(Code::Internal, "INTERNAL", &format!("scan task failed: {e}")))?;
         Ok(Response::new(to_proto(&job.files, result)))
+    }
+
+    async fn apply_index_jobs(&self, request: Request<pb::IndexJobBatch>) -> Result<Response<pb::IndexAck>, Status> {
+        let jobs = request.into_inner().jobs;
+        // Content of text files to index, fetched in one pass.
+        let wanted: Vec<String> = jobs
+            .iter()
+            .filter(|j| {
+                j.op == pb::IndexOp::Upsert as i32
+                    && j.is_text
+                    && (j.sequence == 0 || j.sequence > self.index.committed())
+            })
+            .map(|j| j.hash.clone())
+            .collect();
+        let contents: std::collections::HashMap<String, Result<Arc<[u8]>, String>> =
+            wanted.iter().cloned().zip(self.fetcher.fetch_all(wanted.clone()).await).collect();
+        let mut ready = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let op = match pb::IndexOp::try_from(job.op) {
+                Ok(pb::IndexOp::Upsert) => {
+                    let text = match contents.get(&job.hash).cloned() {
+                        Some(Ok(bytes)) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+                        Some(Err(error)) => {
+                            // Not acknowledged: the front delivers it again.
+                            return Err(status(
+                                Code::Unavailable,
+                                "WORKER_UNAVAILABLE",
+                                &format!("content for indexing: {error}"),
+                            ));
+                        }
+                        None => None,
+                    };
+                    JobOp::Upsert { path: job.path, version: job.version, text }
+                }
+                Ok(pb::IndexOp::Delete) => JobOp::Delete,
+                Ok(pb::IndexOp::DropSpace) => JobOp::DropSpace,
+                Ok(pb::IndexOp::DropAll) => JobOp::DropAll,
+                _ => return Err(status(Code::InvalidArgument, "INVALID_ARGUMENT", "Unknown index operation.")),
+            };
+            ready.push(Job {
+                sequence: job.sequence,
+                space: job.space_id,
+                revision: job.revision,
+                node: job.node_id,
+                op,
+            });
+        }
+        let index = self.index.clone();
+        let committed = tokio::task::spawn_blocking(move || index.apply(ready))
+            .await
+            .map_err(|e| status(Code::Internal, "INTERNAL", &format!("index task failed: {e}")))?
+            .map_err(|e| status(Code::Internal, "INTERNAL", &e.to_string()))?;
+        Ok(Response::new(pb::IndexAck { committed_sequence: committed }))
+    }
+
+    async fn index_status(
+        &self,
+        _: Request<pb::IndexStatusRequest>,
+    ) -> Result<Response<pb::IndexStatusResponse>, Status> {
+        Ok(Response::new(pb::IndexStatusResponse {
+            committed_sequence: self.index.committed(),
+            fresh: self.index.fresh(),
+        }))
+    }
+
+    async fn search_index(&self, request: Request<pb::IndexQuery>) -> Result<Response<pb::IndexQueryResult>, Status> {
+        let query = request.into_inner();
+        let index = self.index.clone();
+        let (hits, revision) = tokio::task::spawn_blocking(move || {
+            index.search(&query.space_id, &query.query, query.limit as usize, query.offset as usize)
+        })
+        .await
+        .map_err(|e| status(Code::Internal, "INTERNAL", &format!("search task failed: {e}")))?
+        .map_err(|e| status(Code::Internal, "INTERNAL", &e.to_string()))?;
+        Ok(Response::new(pb::IndexQueryResult {
+            hits: hits
+                .into_iter()
+                .map(|h| pb::IndexHit {
+                    node_id: h.node,
+                    path: h.path,
+                    version: h.version,
+                    score: h.score,
+                    snippet: h.snippet,
+                    highlight_ranges: h.highlights.into_iter().flat_map(|(a, b)| [a, b]).collect(),
+                })
+                .collect(),
+            index_revision: revision,
+        }))
     }
 }
 

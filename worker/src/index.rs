@@ -33,6 +33,8 @@ pub enum JobOp {
     Delete,
     /// Drop every document of the space.
     DropSpace,
+    /// Drop every document.
+    DropAll,
 }
 
 /// One job, its content already fetched.
@@ -146,7 +148,8 @@ impl SearchIndex {
         let mut progress = lock(&self.progress).clone();
         let f = self.fields;
         for job in jobs {
-            if job.sequence <= progress.sequence {
+            // Sequence 0 marks rebuild jobs: always applied, position unchanged.
+            if job.sequence != 0 && job.sequence <= progress.sequence {
                 continue;
             }
             match job.op {
@@ -168,10 +171,16 @@ impl SearchIndex {
                 JobOp::DropSpace => {
                     writer.delete_term(Term::from_field_text(f.space, &job.space));
                 }
+                JobOp::DropAll => {
+                    writer.delete_all_documents()?;
+                    progress.spaces.clear();
+                }
             }
-            let revision = progress.spaces.entry(job.space).or_default();
-            *revision = (*revision).max(job.revision);
-            progress.sequence = job.sequence;
+            if !job.space.is_empty() {
+                let revision = progress.spaces.entry(job.space).or_default();
+                *revision = (*revision).max(job.revision);
+            }
+            progress.sequence = progress.sequence.max(job.sequence);
         }
         let payload = serde_json::to_string(&progress).map_err(|e| IndexError(e.to_string()))?;
         let mut commit = writer.prepare_commit()?;

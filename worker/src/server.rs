@@ -12,6 +12,7 @@ use crate::cache::ContentCache;
 use crate::config::Config;
 use crate::fetch::Fetcher;
 use crate::grpc::WorkerService;
+use crate::index::SearchIndex;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -19,6 +20,8 @@ pub enum ServeError {
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("transport: {0}")]
     Transport(#[from] tonic::transport::Error),
+    #[error(transparent)]
+    Index(#[from] crate::index::IndexError),
     #[error("index directory {path}: {source}")]
     IndexDir { path: String, source: std::io::Error },
 }
@@ -37,7 +40,11 @@ pub async fn serve(
     // Connects on first use, so the worker starts whether or not the front is up.
     let front = Endpoint::from_shared(config.front.clone())?.tcp_nodelay(true).connect_lazy();
     let fetcher = Fetcher::new(front, Arc::new(ContentCache::new(config.cache_bytes)), config.token.clone());
-    let worker = WorkerServer::new(WorkerService::new(fetcher))
+    let index = Arc::new(SearchIndex::open(&config.index_dir)?);
+    if index.fresh() {
+        tracing::info!(dir = %config.index_dir.display(), "search index is new or was lost; the front will rebuild it");
+    }
+    let worker = WorkerServer::new(WorkerService::new(fetcher, index))
         .max_decoding_message_size(16 << 20)
         .max_encoding_message_size(16 << 20);
     let reflection = |builder: tonic_reflection::server::Builder<'static>| {

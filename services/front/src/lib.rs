@@ -27,6 +27,7 @@ pub mod glob;
 pub mod grep;
 pub mod grpc;
 pub mod ids;
+pub mod indexer;
 pub mod path;
 pub mod reference;
 pub mod server;

@@ -48,6 +48,7 @@ pub async fn serve(
     let sessions = crate::sessions::Sessions::new(config.session_capacity, config.session_idle);
     let workers =
         Workers::new(&config.workers, config.grep_concurrency, config.grep_queue).map_err(ServeError::Config)?;
+    let index_progress = crate::indexer::spawn(store.clone(), workers.clients().to_vec());
     let grep_budget = PageBudget {
         max_files: config.grep_max_files,
         max_bytes: config.grep_max_bytes,
@@ -62,6 +63,7 @@ pub async fn serve(
         grep_budget,
         in_flight: Default::default(),
         admission: crate::admission::Admission::new(config.max_in_flight, config.rate_limit),
+        index_progress,
     });
     let content = ContentStoreServer::new(services.content()).max_encoding_message_size(limit);
     let services_for_admission = services.clone();

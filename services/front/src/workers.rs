@@ -59,6 +59,19 @@ impl Workers {
         })
     }
 
+    /// Every worker's address and client.
+    pub fn clients(&self) -> &[(String, WorkerClient<Channel>)] {
+        &self.clients
+    }
+
+    /// The next worker in turn, for calls any worker can answer.
+    pub fn next_client(&self) -> Option<&(String, WorkerClient<Channel>)> {
+        if self.clients.is_empty() {
+            return None;
+        }
+        Some(&self.clients[self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len()])
+    }
+
     /// Jobs waiting for a slot now.
     pub fn queue_depth(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)

@@ -407,6 +407,23 @@ impl Admin for Services {
             bytes_freed: compacted.bytes_freed,
         }))
     }
+
+    async fn reindex(&self, request: Request<pb::ReindexRequest>) -> Result<Response<pb::ReindexResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        let response = front
+            .store
+            .clone()
+            .blocking(move |store| {
+                let space = front.space(&caller, &req.space, Need::Admin)?;
+                let queued = store.enqueue_reindex(space.id)?;
+                Ok(pb::ReindexResponse { queued: queued as u64, revision: space.revision })
+            })
+            .await?;
+        self.front.store.durable().await?;
+        Ok(Response::new(response))
+    }
 }
 
 fn parse_functions(functions: Vec<pb::FunctionSpec>) -> Result<Vec<Function>, Error> {

@@ -337,6 +337,25 @@ impl FileSystem for Services {
         Ok(Response::new(super::watch::follow(&front, target, req.from_revision)?))
     }
 
+    async fn search(&self, request: Request<pb::SearchRequest>) -> Result<Response<pb::SearchResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        let (target, plan) = {
+            let (front, caller) = (front.clone(), caller.clone());
+            front
+                .store
+                .clone()
+                .blocking(move |_| {
+                    let target = front.target(&caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
+                    let plan = super::search::plan(&target, &req)?;
+                    Ok((target, plan))
+                })
+                .await?
+        };
+        Ok(Response::new(super::search::run(&front, &target, plan).await?))
+    }
+
     async fn grep(&self, request: Request<pb::GrepRequest>) -> Result<Response<pb::GrepResponse>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;

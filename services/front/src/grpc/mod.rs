@@ -11,6 +11,7 @@ mod filesystem;
 mod idempotency;
 pub mod page_token;
 mod read;
+mod search;
 mod transfer;
 mod watch;
 
@@ -44,6 +45,8 @@ pub struct Front {
     /// Idempotency scopes of calls running now.
     pub in_flight: idempotency::InFlight,
     pub admission: crate::admission::Admission,
+    /// How far every worker's index has caught up with the outbox.
+    pub index_progress: Arc<crate::indexer::Progress>,
 }
 
 pub use content::ContentService;

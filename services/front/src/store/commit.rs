@@ -12,8 +12,8 @@ use sled::Transactional;
 use sled::transaction::ConflictableTransactionError;
 
 use super::records::{
-    Change, ChangeKind, Entry, Hash, Kind, NodeRecord, Receipt, RevisionRecord, SpaceRecord, TrashRecord,
-    VersionRecord, decode, encode, now_ms,
+    Change, ChangeKind, Entry, Hash, IndexJob, IndexOp, Kind, NodeRecord, Receipt, RevisionRecord, SpaceRecord,
+    TrashRecord, VersionRecord, decode, encode, now_ms,
 };
 use super::{Store, content, keys};
 use crate::error::{Error, Reason, Result};
@@ -249,92 +249,115 @@ impl Store {
         }
         let t = self.trees();
         let prepared: Vec<Prepared> = commits.iter().map(|commit| Prepared::new(commit)).collect();
-        (&t.spaces, &t.current, &t.history, &t.nodes, &t.versions, &t.content, &t.revlog, &t.trash, &t.receipts)
-            .transaction(|(spaces, current, history, nodes, versions, content, revlog, trash, receipts)| {
-                for (commit, prepared) in commits.iter().zip(&prepared) {
-                    let Prepared {
-                        space_key,
-                        space_value,
-                        name_key,
-                        entries,
-                        functions_value,
-                        revlog_value,
-                        trash_values,
-                        receipt_value,
-                    } = prepared;
-                    if commit.creating {
-                        if spaces.get(name_key)?.is_some() {
-                            return Err(ConflictableTransactionError::Abort(
-                                Error::new(
-                                    Reason::AlreadyExists,
-                                    format!("A space named {:?} already exists.", commit.space.name),
-                                )
-                                .with("name", &commit.space.name),
-                            ));
-                        }
-                        spaces.insert(name_key.as_slice(), &commit.space.id.to_bytes())?;
-                    } else {
-                        let stored: SpaceRecord = match spaces.get(space_key)? {
-                            Some(raw) => decode(&raw).map_err(ConflictableTransactionError::Abort)?,
-                            None => {
-                                return Err(ConflictableTransactionError::Abort(Error::space_not_found(
-                                    &commit.space.name,
+        (
+            &t.spaces,
+            &t.current,
+            &t.history,
+            &t.nodes,
+            &t.versions,
+            &t.content,
+            &t.revlog,
+            &t.trash,
+            &t.receipts,
+            &t.outbox,
+        )
+            .transaction(
+                |(spaces, current, history, nodes, versions, content, revlog, trash, receipts, outbox)| {
+                    for (commit, prepared) in commits.iter().zip(&prepared) {
+                        let Prepared {
+                            space_key,
+                            space_value,
+                            name_key,
+                            entries,
+                            functions_value,
+                            revlog_value,
+                            trash_values,
+                            receipt_value,
+                            index_jobs,
+                        } = prepared;
+                        if commit.creating {
+                            if spaces.get(name_key)?.is_some() {
+                                return Err(ConflictableTransactionError::Abort(
+                                    Error::new(
+                                        Reason::AlreadyExists,
+                                        format!("A space named {:?} already exists.", commit.space.name),
+                                    )
+                                    .with("name", &commit.space.name),
+                                ));
+                            }
+                            spaces.insert(name_key.as_slice(), &commit.space.id.to_bytes())?;
+                        } else {
+                            let stored: SpaceRecord = match spaces.get(space_key)? {
+                                Some(raw) => decode(&raw).map_err(ConflictableTransactionError::Abort)?,
+                                None => {
+                                    return Err(ConflictableTransactionError::Abort(Error::space_not_found(
+                                        &commit.space.name,
+                                    )));
+                                }
+                            };
+                            if stored.revision + 1 != commit.revision() {
+                                return Err(ConflictableTransactionError::Abort(Error::internal(
+                                    "the space changed while a commit was planned",
                                 )));
                             }
-                        };
-                        if stored.revision + 1 != commit.revision() {
-                            return Err(ConflictableTransactionError::Abort(Error::internal(
-                                "the space changed while a commit was planned",
-                            )));
                         }
-                    }
-                    spaces.insert(space_key.as_slice(), space_value.as_slice())?;
-                    for (current_key, history_key, current_value, history_value) in entries {
-                        match current_value {
-                            Some(value) => current.insert(current_key.as_slice(), value.as_slice())?,
-                            None => current.remove(current_key.as_slice())?,
-                        };
-                        history.insert(history_key.as_slice(), history_value.as_slice())?;
-                    }
-                    for (node, record) in &commit.nodes {
-                        nodes.insert(keys::node(*node), encode(record))?;
-                    }
-                    for version in &commit.versions {
-                        let key = keys::version(commit.space.id, version.node, version.number);
-                        versions.insert(key, encode(&version.record))?;
-                        content::add_ref(content, version.record.hash, version.bytes.as_deref().map(Vec::as_slice))?;
-                    }
-                    for purge in &commit.purge {
-                        match purge {
-                            Purge::History(key) => {
-                                history.remove(key.as_slice())?;
-                            }
-                            Purge::Version { key, hash } => {
-                                if versions.remove(key.as_slice())?.is_some() {
-                                    content::drop_ref(content, *hash)?;
+                        spaces.insert(space_key.as_slice(), space_value.as_slice())?;
+                        for (current_key, history_key, current_value, history_value) in entries {
+                            match current_value {
+                                Some(value) => current.insert(current_key.as_slice(), value.as_slice())?,
+                                None => current.remove(current_key.as_slice())?,
+                            };
+                            history.insert(history_key.as_slice(), history_value.as_slice())?;
+                        }
+                        for (node, record) in &commit.nodes {
+                            nodes.insert(keys::node(*node), encode(record))?;
+                        }
+                        for version in &commit.versions {
+                            let key = keys::version(commit.space.id, version.node, version.number);
+                            versions.insert(key, encode(&version.record))?;
+                            content::add_ref(
+                                content,
+                                version.record.hash,
+                                version.bytes.as_deref().map(Vec::as_slice),
+                            )?;
+                        }
+                        for purge in &commit.purge {
+                            match purge {
+                                Purge::History(key) => {
+                                    history.remove(key.as_slice())?;
+                                }
+                                Purge::Version { key, hash } => {
+                                    if versions.remove(key.as_slice())?.is_some() {
+                                        content::drop_ref(content, *hash)?;
+                                    }
+                                }
+                                Purge::Node(node) => {
+                                    nodes.remove(keys::node(*node))?;
                                 }
                             }
-                            Purge::Node(node) => {
-                                nodes.remove(keys::node(*node))?;
-                            }
+                        }
+                        if let Some((key, value)) = &receipt_value {
+                            receipts.insert(key.as_slice(), value.as_slice())?;
+                        }
+                        for (key, value) in trash_values {
+                            match value {
+                                Some(value) => trash.insert(key.as_slice(), value.as_slice())?,
+                                None => trash.remove(key.as_slice())?,
+                            };
+                        }
+                        if let Some(functions) = &functions_value {
+                            spaces.insert(keys::functions(commit.space.id), functions.as_slice())?;
+                        }
+                        revlog.insert(keys::revlog(commit.space.id, commit.revision()), revlog_value.as_slice())?;
+                        for job in index_jobs {
+                            // Sequence 0 is reserved for rebuild jobs.
+                            let sequence = outbox.generate_id()? + 1;
+                            outbox.insert(&sequence.to_be_bytes(), job.as_slice())?;
                         }
                     }
-                    if let Some((key, value)) = &receipt_value {
-                        receipts.insert(key.as_slice(), value.as_slice())?;
-                    }
-                    for (key, value) in trash_values {
-                        match value {
-                            Some(value) => trash.insert(key.as_slice(), value.as_slice())?,
-                            None => trash.remove(key.as_slice())?,
-                        };
-                    }
-                    if let Some(functions) = &functions_value {
-                        spaces.insert(keys::functions(commit.space.id), functions.as_slice())?;
-                    }
-                    revlog.insert(keys::revlog(commit.space.id, commit.revision()), revlog_value.as_slice())?;
-                }
-                Ok(())
-            })?;
+                    Ok(())
+                },
+            )?;
         self.inner.commits.send_modify(|count| *count += 1);
         Ok(())
     }
@@ -354,6 +377,7 @@ struct Prepared {
     revlog_value: Vec<u8>,
     trash_values: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     receipt_value: Option<([u8; 32], Vec<u8>)>,
+    index_jobs: Vec<Vec<u8>>,
 }
 
 impl Prepared {
@@ -382,6 +406,38 @@ impl Prepared {
             }),
             trash_values: commit.trash.iter().map(|(key, record)| (key.clone(), record.as_ref().map(encode))).collect(),
             receipt_value: commit.receipt.as_ref().map(|(key, receipt)| (*key, encode(receipt))),
+            index_jobs: index_jobs(commit).iter().map(encode).collect(),
         }
     }
+}
+
+/// The index jobs a commit's changes call for (files only).
+fn index_jobs(commit: &Commit) -> Vec<IndexJob> {
+    let job = |node, op| IndexJob { space: commit.space.id, revision: commit.revision(), node: Some(node), op };
+    commit
+        .changes
+        .iter()
+        .filter(|change| change.node_kind == Kind::File)
+        .filter_map(|change| match change.kind {
+            ChangeKind::Trashed | ChangeKind::Removed => Some(job(change.node, IndexOp::Delete)),
+            // A move into another space leaves the source with an empty path.
+            ChangeKind::Moved if change.path == "/" => Some(job(change.node, IndexOp::Delete)),
+            ChangeKind::Created
+            | ChangeKind::Modified
+            | ChangeKind::Restored
+            | ChangeKind::Renamed
+            | ChangeKind::Moved => {
+                let planned = commit.entries.iter().rev().find(|(p, _)| p.as_str() == change.path)?;
+                let entry = planned.1.as_ref()?;
+                let op = IndexOp::Upsert {
+                    path: change.path.clone(),
+                    version: entry.version,
+                    hash: entry.hash,
+                    is_text: entry.is_text,
+                };
+                Some(job(change.node, op))
+            }
+            ChangeKind::Mkdir => None,
+        })
+        .collect()
 }

@@ -17,6 +17,7 @@
 //! | `revlog` | space revision | `RevisionRecord` |
 //! | `trash` | space node | `TrashRecord` (a trashed subtree) |
 //! | `receipts` | BLAKE3(space, principal, method, key) | `Receipt` |
+//! | `outbox` | sequence | `IndexJob` (until every worker has it) |
 //!
 //! Paths never contain NUL, so `00` separates a path from its revision and
 //! all revisions of one path sort together, in path byte order.

@@ -16,6 +16,7 @@ mod flusher;
 mod generate;
 mod history;
 pub mod keys;
+mod outbox;
 pub mod records;
 mod snapshot;
 mod spaces;
@@ -30,7 +31,8 @@ pub use flusher::Durability;
 pub use generate::Generated;
 pub use history::{Compacted, expired};
 pub use records::{
-    ChangeKind, Entry, Hash, Kind, NodeRecord, Quota, Receipt, Role, SpaceRecord, Ticket, Usage, VersionRecord,
+    ChangeKind, Entry, Hash, IndexJob, IndexOp, Kind, NodeRecord, Quota, Receipt, Role, SpaceRecord, Ticket, Usage,
+    VersionRecord,
 };
 pub use snapshot::{ScanOptions, ScanPage};
 pub use spaces::NewSpace;
@@ -100,6 +102,7 @@ struct Trees {
     revlog: sled::Tree,
     trash: sled::Tree,
     receipts: sled::Tree,
+    outbox: sled::Tree,
 }
 
 /// Why the store could not be opened.
@@ -137,6 +140,7 @@ impl Store {
             revlog: tree("revlog").map_err(sled_err)?,
             trash: tree("trash").map_err(sled_err)?,
             receipts: tree("receipts").map_err(sled_err)?,
+            outbox: tree("outbox").map_err(sled_err)?,
         };
         match db.get(FORMAT_KEY).map_err(sled_err)? {
             Some(found) if found != FORMAT => {

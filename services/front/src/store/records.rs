@@ -228,3 +228,20 @@ impl Ticket {
         Receipt { fingerprint: self.fingerprint, response, created_ms: now_ms() }
     }
 }
+
+/// What an index job asks the search index to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum IndexOp {
+    Upsert { path: String, version: u64, hash: Hash, is_text: bool },
+    Delete,
+    DropSpace,
+}
+
+/// A job in the index outbox, written with the change it describes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexJob {
+    pub space: SpaceId,
+    pub revision: u64,
+    pub node: Option<NodeId>,
+    pub op: IndexOp,
+}

@@ -140,7 +140,15 @@ impl Store {
             let t = self.trees();
             let receipt =
                 receipt.map(|(ticket, response)| (ticket.key, super::records::encode(&ticket.receipt(response))));
-            (&t.spaces, &t.receipts).transaction(|(spaces, receipts)| {
+            let drop_job = super::records::encode(&super::records::IndexJob {
+                space: id,
+                revision: space.revision + 1,
+                node: None,
+                op: super::records::IndexOp::DropSpace,
+            });
+            (&t.spaces, &t.receipts, &t.outbox).transaction(|(spaces, receipts, outbox)| {
+                let sequence = outbox.generate_id()? + 1;
+                outbox.insert(&sequence.to_be_bytes(), drop_job.as_slice())?;
                 spaces.remove(keys::space(id))?;
                 spaces.remove(keys::space_name(&space.name))?;
                 spaces.insert(keys::deleted_space(id), &[])?;

@@ -58,6 +58,11 @@ impl Worker {
         Worker { child, addr, front: front.to_owned(), index_dir: index_dir.to_owned() }
     }
 
+    /// Where its index lives.
+    pub fn index_dir(&self) -> &Path {
+        &self.index_dir
+    }
+
     /// SIGKILLs the worker.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

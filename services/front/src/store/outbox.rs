@@ -1,0 +1,88 @@
+//! The index outbox: jobs written with the changes they describe, read by
+//! the delivery task, removed once every worker has them.
+
+use super::Store;
+use super::records::{Entry, IndexJob, IndexOp, SpaceRecord, decode, encode};
+use crate::error::{Error, Result};
+use crate::ids::SpaceId;
+
+impl Store {
+    /// Up to `limit` jobs after sequence `after`, in order.
+    pub fn outbox_after(&self, after: u64, limit: usize) -> Result<Vec<(u64, IndexJob)>> {
+        let start = (after + 1).to_be_bytes();
+        let mut out = Vec::new();
+        for item in self.trees().outbox.range(start..).take(limit) {
+            let (key, value) = item?;
+            out.push((sequence_of(&key)?, decode(&value)?));
+        }
+        Ok(out)
+    }
+
+    /// The first and last sequence in the outbox.
+    pub fn outbox_bounds(&self) -> Result<Option<(u64, u64)>> {
+        let t = &self.trees().outbox;
+        match (t.first()?, t.last()?) {
+            (Some((first, _)), Some((last, _))) => Ok(Some((sequence_of(&first)?, sequence_of(&last)?))),
+            _ => Ok(None),
+        }
+    }
+
+    /// The highest sequence ever handed out (0 before the first job).
+    pub fn outbox_head(&self) -> Result<u64> {
+        Ok(self.outbox_bounds()?.map_or(0, |(_, last)| last))
+    }
+
+    /// Removes jobs up to and including `upto`.
+    pub fn prune_outbox(&self, upto: u64) -> Result<usize> {
+        let t = &self.trees().outbox;
+        let mut removed = 0;
+        for item in t.range(..=upto.to_be_bytes()) {
+            t.remove(item?.0)?;
+            removed += 1;
+        }
+        Ok(removed)
+    }
+
+    /// Queues a rebuild of one space's index: drop it, then every live file.
+    /// Returns the jobs queued.
+    pub fn enqueue_reindex(&self, space: SpaceId) -> Result<usize> {
+        // Under the space's lock, so no change of the space can slip between
+        // reading its files and queueing them.
+        let _guard = self.lock_space(space);
+        let record: SpaceRecord = self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
+        let mut jobs = vec![IndexJob { space, revision: record.revision, node: None, op: IndexOp::DropSpace }];
+        jobs.extend(self.live_files(space, record.revision)?);
+        let t = &self.trees().outbox;
+        for job in &jobs {
+            let sequence = self.inner.db.generate_id()? + 1;
+            t.insert(sequence.to_be_bytes(), encode(job))?;
+        }
+        self.inner.commits.send_modify(|count| *count += 1);
+        Ok(jobs.len())
+    }
+
+    /// Upserts for every live file of a space, for rebuilding an index.
+    pub fn live_files(&self, space: SpaceId, revision: u64) -> Result<Vec<IndexJob>> {
+        let mut jobs = Vec::new();
+        for item in self.trees().current.scan_prefix(space.to_bytes()) {
+            let (key, value) = item?;
+            let entry: Entry = decode(&value)?;
+            if entry.is_dir() {
+                continue;
+            }
+            let path = String::from_utf8_lossy(&key[16..]).into_owned();
+            let op = IndexOp::Upsert { path, version: entry.version, hash: entry.hash, is_text: entry.is_text };
+            jobs.push(IndexJob { space, revision, node: Some(entry.node), op });
+        }
+        Ok(jobs)
+    }
+
+    /// Every space that exists, for a rebuild of a whole index.
+    pub fn all_spaces(&self) -> Result<Vec<SpaceRecord>> {
+        self.spaces_by_name(None).collect()
+    }
+}
+
+fn sequence_of(key: &[u8]) -> Result<u64> {
+    Ok(u64::from_be_bytes(key.try_into().map_err(|_| Error::internal("malformed outbox key"))?))
+}

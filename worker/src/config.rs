@@ -34,6 +34,9 @@ pub struct Options {
     /// Seconds in-flight jobs get to finish after SIGTERM.
     #[arg(long, env = "AGENTVFS_DRAIN_SECONDS")]
     pub drain_seconds: Option<u64>,
+    /// Address to serve Prometheus metrics on (`/metrics`); none by default.
+    #[arg(long, env = "AGENTVFS_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
     /// `plain` or `json` logs on stderr.
     #[arg(long, env = "AGENTVFS_LOG_FORMAT")]
     pub log_format: Option<String>,
@@ -49,6 +52,7 @@ pub struct Config {
     pub token: Option<String>,
     pub drain: Duration,
     pub json_logs: bool,
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Options {
@@ -76,6 +80,7 @@ impl Options {
             token: self.token.or(file.token),
             drain: Duration::from_secs(self.drain_seconds.or(file.drain_seconds).unwrap_or(20)),
             json_logs,
+            metrics_listen: self.metrics_listen.or(file.metrics_listen),
         };
         tonic::transport::Endpoint::from_shared(config.front.clone())
             .map_err(|e| format!("--front {:?} is not a valid address: {e}", config.front))?;

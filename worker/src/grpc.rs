@@ -69,9 +69,12 @@ impl Worker for WorkerService {
         };
         let contents = self.fetcher.fetch_all(job.files.iter().map(|f| f.hash.clone()).collect()).await;
         let files: Vec<JobFile> = contents.into_iter().map(|content| JobFile { content }).collect();
+        let started = std::time::Instant::now();
         let result = tokio::task::spawn_blocking(move || job::run(&query, &files, bounds))
             .await
             .map_err(|e| status(Code::Internal, "INTERNAL", &format!("scan task failed: {e}")))?;
+        metrics::histogram!("agentvfs_worker_grep_job_seconds").record(started.elapsed().as_secs_f64());
+        metrics::counter!("agentvfs_worker_bytes_scanned_total").increment(result.bytes_scanned);
         Ok(Response::new(to_proto(&job.files, result)))
     }
 

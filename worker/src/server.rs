@@ -22,6 +22,8 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
     #[error(transparent)]
     Index(#[from] crate::index::IndexError),
+    #[error("{0}")]
+    Metrics(String),
     #[error("index directory {path}: {source}")]
     IndexDir { path: String, source: std::io::Error },
 }
@@ -39,7 +41,24 @@ pub async fn serve(
 
     // Connects on first use, so the worker starts whether or not the front is up.
     let front = Endpoint::from_shared(config.front.clone())?.tcp_nodelay(true).connect_lazy();
-    let fetcher = Fetcher::new(front, Arc::new(ContentCache::new(config.cache_bytes)), config.token.clone());
+    let cache = Arc::new(ContentCache::new(config.cache_bytes));
+    let fetcher = Fetcher::new(front, cache.clone(), config.token.clone());
+    if let Some(address) = config.metrics_listen {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(address)
+            .install()
+            .map_err(|e| ServeError::Metrics(format!("cannot serve metrics on {address}: {e}")))?;
+    }
+    let sampler = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            let (hits, misses, bytes) = cache.stats();
+            metrics::gauge!("agentvfs_worker_cache_hits").set(hits as f64);
+            metrics::gauge!("agentvfs_worker_cache_misses").set(misses as f64);
+            metrics::gauge!("agentvfs_worker_cache_bytes").set(bytes as f64);
+        }
+    });
     let index = Arc::new(SearchIndex::open(&config.index_dir)?);
     if index.fresh() {
         tracing::info!(dir = %config.index_dir.display(), "search index is new or was lost; the front will rebuild it");
@@ -70,6 +89,7 @@ pub async fn serve(
     shutdown.await;
     tracing::info!("shutting down: draining in-flight jobs");
     health.set_not_serving::<WorkerServer<WorkerService>>().await;
+    sampler.abort();
     let _ = stop.send(());
     match tokio::time::timeout(config.drain, server).await {
         Ok(Ok(result)) => result?,

@@ -79,6 +79,9 @@ pub struct Options {
     /// Bytes one grep page scans at most.
     #[arg(long, env = "AGENTVFS_GREP_MAX_BYTES")]
     pub grep_max_bytes: Option<u64>,
+    /// Address to serve Prometheus metrics on (`/metrics`); none by default.
+    #[arg(long, env = "AGENTVFS_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Free disk space to keep; writes that would go below it are STORAGE_FULL.
     #[arg(long, env = "AGENTVFS_MIN_FREE_BYTES")]
     pub min_free_bytes: Option<u64>,
@@ -125,6 +128,7 @@ pub struct Config {
     pub receipt_retention: Duration,
     pub max_in_flight: usize,
     pub rate_limit: u32,
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// A configuration that cannot be used; the message is printed as is.
@@ -165,6 +169,7 @@ impl Options {
             receipt_hours: self.receipt_hours.or(file.receipt_hours),
             max_in_flight: self.max_in_flight.or(file.max_in_flight),
             min_free_bytes: self.min_free_bytes.or(file.min_free_bytes),
+            metrics_listen: self.metrics_listen.or(file.metrics_listen),
             rate_limit: self.rate_limit.or(file.rate_limit),
             session_idle_seconds: self.session_idle_seconds.or(file.session_idle_seconds),
             print_config: self.print_config,
@@ -202,6 +207,7 @@ impl Options {
             receipt_retention: Duration::from_secs(3600 * self.receipt_hours.unwrap_or(24)),
             max_in_flight: self.max_in_flight.unwrap_or(4096),
             rate_limit: self.rate_limit.unwrap_or(5000),
+            metrics_listen: self.metrics_listen,
         };
         config.validate()?;
         Ok(config)
@@ -248,7 +254,7 @@ impl Config {
              log-format = \"{:?}\"\nmax-text-bytes = {}\nmax-file-bytes = {}\nmax-message-bytes = {}\n\
              default-quota-bytes = {}\ndefault-quota-files = {}\nmin-free-bytes = {}\ndrain-seconds = {}\n\
              session-capacity = {}\nsession-idle-seconds = {}\ngrep-concurrency = {}\ngrep-queue = {}\n\
-             grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\nmax-in-flight = {}\nrate-limit = {}\n",
+             grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\nmax-in-flight = {}\nrate-limit = {}\nmetrics-listen = {:?}\n",
             self.listen,
             self.data_dir.display(),
             self.workers,
@@ -272,6 +278,7 @@ impl Config {
             self.receipt_retention.as_secs() / 3600,
             self.max_in_flight,
             self.rate_limit,
+            self.metrics_listen.map(|a| a.to_string()),
         )
     }
 }

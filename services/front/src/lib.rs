@@ -28,6 +28,7 @@ pub mod grep;
 pub mod grpc;
 pub mod ids;
 pub mod indexer;
+pub mod metrics;
 pub mod path;
 pub mod reference;
 pub mod server;

@@ -84,7 +84,16 @@ pub async fn serve(
     health.set_serving::<AdminServer<Services>>().await;
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(address) = config.metrics_listen {
+        crate::metrics::install(address).map_err(ServeError::Config)?;
+    }
+    let sampler = tokio::spawn(crate::metrics::sample(
+        store.clone(),
+        services_for_admission.queue_depth_reader(),
+        services_for_admission.index_progress(),
+    ));
     let server = Server::builder()
+        .layer(crate::metrics::RpcMetricsLayer)
         .trace_fn(|request| tracing::info_span!("rpc", method = %request.uri().path()))
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
@@ -117,6 +126,7 @@ pub async fn serve(
     health.set_not_serving::<FileSystemServer<Services>>().await;
     health.set_not_serving::<AdminServer<Services>>().await;
     pruner.abort();
+    sampler.abort();
     forgetter.abort();
     let _ = stop.send(());
     match tokio::time::timeout(config.drain, server).await {

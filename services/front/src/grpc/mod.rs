@@ -62,6 +62,17 @@ impl Services {
         Self { front: Arc::new(front) }
     }
 
+    /// Reads the grep queue depth, for metrics.
+    pub fn queue_depth_reader(&self) -> Arc<dyn Fn() -> usize + Send + Sync> {
+        let front = self.front.clone();
+        Arc::new(move || front.workers.queue_depth())
+    }
+
+    /// How far the workers' indexes have caught up, for metrics.
+    pub fn index_progress(&self) -> Arc<crate::indexer::Progress> {
+        self.front.index_progress.clone()
+    }
+
     /// Forgets the rate state of idle principals (bounded memory).
     pub fn forget_idle_rates(&self) {
         self.front.admission.forget_idle();

@@ -127,8 +127,10 @@ fn run(db: &sled::Db, shared: &Shared) {
             }
             std::mem::take(&mut queue.waiters)
         };
+        let started = std::time::Instant::now();
         let result = db.flush().map(drop).map_err(Error::from);
-        tracing::trace!(writers = batch.len(), "group flush");
+        metrics::histogram!("agentvfs_flush_batch_writers").record(batch.len() as f64);
+        metrics::histogram!("agentvfs_flush_duration_seconds").record(started.elapsed().as_secs_f64());
         for waiter in batch {
             let _ = waiter.send(result.clone());
         }

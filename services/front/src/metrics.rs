@@ -1,0 +1,104 @@
+//! Prometheus metrics: a tower layer that counts and times every RPC by
+//! method and status code, and gauges sampled from the store, the grep
+//! queue and the index outbox.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::PrometheusBuilder;
+
+use crate::indexer::Progress;
+use crate::store::Store;
+
+/// Serves `/metrics` on `address`. Call from within the runtime.
+pub fn install(address: SocketAddr) -> Result<(), String> {
+    PrometheusBuilder::new()
+        .with_http_listener(address)
+        .set_buckets(&[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+        .map_err(|e| format!("metrics buckets: {e}"))?
+        .install()
+        .map_err(|e| format!("cannot serve metrics on {address}: {e}"))
+}
+
+/// Samples gauges every few seconds until the task is dropped.
+pub async fn sample(store: Store, workers: Arc<dyn Fn() -> usize + Send + Sync>, progress: Arc<Progress>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tick.tick().await;
+        gauge!("agentvfs_grep_queue_depth").set(workers() as f64);
+        let (outbox, size) = match store.blocking(|store| Ok((store.outbox_bounds()?, store.size_on_disk()?))).await {
+            Ok(sampled) => sampled,
+            Err(_) => continue,
+        };
+        gauge!("agentvfs_store_size_bytes").set(size as f64);
+        let (depth, lag) = match outbox {
+            Some((first, last)) => (last - first + 1, last.saturating_sub(progress.slowest().unwrap_or(0))),
+            None => (0, 0),
+        };
+        gauge!("agentvfs_outbox_depth").set(depth as f64);
+        gauge!("agentvfs_index_lag_jobs").set(lag as f64);
+    }
+}
+
+/// Counts, times and tracks in flight every RPC by method and status code.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RpcMetricsLayer;
+
+impl<S> tower::Layer<S> for RpcMetricsLayer {
+    type Service = RpcMetrics<S>;
+
+    fn layer(&self, inner: S) -> RpcMetrics<S> {
+        RpcMetrics { inner }
+    }
+}
+
+/// See [`RpcMetricsLayer`].
+#[derive(Debug, Clone)]
+pub struct RpcMetrics<S> {
+    inner: S,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B, R> tower::Service<http::Request<B>> for RpcMetrics<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>> + Send,
+    S::Future: Send + 'static,
+    S::Error: 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let method = request.uri().path().to_owned();
+        let started = Instant::now();
+        gauge!("agentvfs_rpc_in_flight").increment(1.0);
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await;
+            // Errors are sent as trailers-only responses, with the status in
+            // the headers; a success carries it in the trailers, as 0.
+            let code = match &response {
+                Ok(response) => {
+                    response.headers().get("grpc-status").and_then(|v| v.to_str().ok()).unwrap_or("0").to_owned()
+                }
+                Err(_) => "transport".to_owned(),
+            };
+            gauge!("agentvfs_rpc_in_flight").decrement(1.0);
+            counter!("agentvfs_rpc_requests_total", "method" => method.clone(), "code" => code.clone()).increment(1);
+            histogram!("agentvfs_rpc_duration_seconds", "method" => method, "code" => code)
+                .record(started.elapsed().as_secs_f64());
+            response
+        })
+    }
+}

@@ -21,6 +21,7 @@ pub type Permit = Arc<OwnedSemaphorePermit>;
 /// The server's admission limits.
 #[derive(Debug)]
 pub struct Admission {
+    closing: std::sync::atomic::AtomicBool,
     in_flight: Arc<Semaphore>,
     max_in_flight: usize,
     rates: Option<DefaultKeyedRateLimiter<String>>,
@@ -34,11 +35,26 @@ impl Admission {
             let burst = NonZeroU32::new(rate.get().saturating_mul(2)).unwrap_or(rate);
             RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
         });
-        Self { in_flight: Arc::new(Semaphore::new(max_in_flight)), max_in_flight, rates }
+        Self {
+            closing: std::sync::atomic::AtomicBool::new(false),
+            in_flight: Arc::new(Semaphore::new(max_in_flight)),
+            max_in_flight,
+            rates,
+        }
+    }
+
+    /// From now on, refuses new calls with SHUTTING_DOWN (calls in flight
+    /// finish).
+    pub fn close(&self) {
+        self.closing.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Admits a call of `principal`, or sheds it.
     pub fn admit(&self, principal: &str) -> Result<Permit> {
+        if self.closing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::new(Reason::ShuttingDown, "The server is shutting down; retry on another instance.")
+                .retry_after(Duration::from_secs(1)));
+        }
         if let Some(rates) = &self.rates
             && let Err(not_until) = rates.check_key(&principal.to_owned())
         {
@@ -82,5 +98,7 @@ mod tests {
         for _ in 0..100 {
             drop(unlimited.admit("a").unwrap());
         }
+        unlimited.close();
+        assert_eq!(unlimited.admit("a").unwrap_err().reason, Reason::ShuttingDown);
     }
 }

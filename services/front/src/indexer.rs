@@ -26,12 +26,23 @@ const RETRY: Duration = Duration::from_secs(1);
 #[derive(Debug, Default)]
 pub struct Progress {
     acked: Mutex<Vec<u64>>,
+    reachable: Mutex<Vec<bool>>,
 }
 
 impl Progress {
     /// The outbox position every worker has reached.
     pub fn slowest(&self) -> Option<u64> {
         self.acked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().copied().min()
+    }
+
+    /// Whether any worker answered its follower lately.
+    pub fn any_reachable(&self) -> bool {
+        self.reachable.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().any(|&r| r)
+    }
+
+    fn reach(&self, worker: usize, reachable: bool) {
+        let mut all = self.reachable.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        all[worker] = reachable;
     }
 
     fn set(&self, worker: usize, acked: u64) {
@@ -42,7 +53,10 @@ impl Progress {
 
 /// Starts a follower per worker; with no worker, keeps the outbox empty.
 pub fn spawn(store: Store, workers: Vec<(String, WorkerClient<Channel>)>) -> Arc<Progress> {
-    let progress = Arc::new(Progress { acked: Mutex::new(vec![0; workers.len()]) });
+    let progress = Arc::new(Progress {
+        acked: Mutex::new(vec![0; workers.len()]),
+        reachable: Mutex::new(vec![false; workers.len()]),
+    });
     if workers.is_empty() {
         tokio::spawn(async move {
             let mut commits = store.subscribe();
@@ -61,6 +75,7 @@ pub fn spawn(store: Store, workers: Vec<(String, WorkerClient<Channel>)>) -> Arc
                 if let Err(error) = follow(&store, client.clone(), i, &progress).await {
                     tracing::warn!(worker = %address, %error, "index delivery interrupted");
                 }
+                progress.reach(i, false);
                 tokio::time::sleep(RETRY).await;
             }
         });
@@ -76,6 +91,7 @@ async fn follow(
     progress: &Progress,
 ) -> Result<(), String> {
     let status = client.index_status(pb::IndexStatusRequest {}).await.map_err(|s| s.message().to_owned())?.into_inner();
+    progress.reach(me, true);
     let mut cursor = status.committed_sequence;
     let bounds = store.blocking(|store| store.outbox_bounds()).await.map_err(|e| e.to_string())?;
     let behind = bounds.is_some_and(|(first, _)| cursor + 1 < first);

@@ -17,6 +17,9 @@ use crate::grpc::{Front, Services};
 use crate::store::Store;
 use crate::workers::Workers;
 
+/// The front's health entry for "a worker answers" (grep and search).
+pub const WORKER_HEALTH: &str = "agentvfs.v1.Worker";
+
 /// Why serving stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -87,6 +90,23 @@ pub async fn serve(
     if let Some(address) = config.metrics_listen {
         crate::metrics::install(address).map_err(ServeError::Config)?;
     }
+    // Grep and Search need a worker: `agentvfs.v1.Worker` on the front says
+    // whether one answers.
+    let worker_health = tokio::spawn({
+        let (health, progress) = (health.clone(), services_for_admission.index_progress());
+        async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                let status = if progress.any_reachable() {
+                    tonic_health::ServingStatus::Serving
+                } else {
+                    tonic_health::ServingStatus::NotServing
+                };
+                health.set_service_status(WORKER_HEALTH, status).await;
+            }
+        }
+    });
     let sampler = tokio::spawn(crate::metrics::sample(
         store.clone(),
         services_for_admission.queue_depth_reader(),
@@ -125,8 +145,11 @@ pub async fn serve(
     tracing::info!("shutting down: draining in-flight calls");
     health.set_not_serving::<FileSystemServer<Services>>().await;
     health.set_not_serving::<AdminServer<Services>>().await;
+    services_for_admission.close();
     pruner.abort();
     sampler.abort();
+    worker_health.abort();
+    health.set_service_status(WORKER_HEALTH, tonic_health::ServingStatus::NotServing).await;
     forgetter.abort();
     let _ = stop.send(());
     match tokio::time::timeout(config.drain, server).await {

@@ -57,3 +57,73 @@ async fn rpc_metrics_count_calls_by_method_and_code() {
     fs.read(read("s", "/a.txt")).await.unwrap();
     assert_eq!(sample(&scrape(&metrics), &reads), Some(4.0));
 }
+
+async fn worker_health(front: &Front) -> i32 {
+    let mut health = tonic_health::pb::health_client::HealthClient::new(front.channel().await);
+    let request = tonic_health::pb::HealthCheckRequest { service: "agentvfs.v1.Worker".into() };
+    health.check(request).await.map(|r| r.into_inner().status).unwrap_or(-1)
+}
+
+async fn wait_worker_health(front: &Front, want: tonic_health::pb::health_check_response::ServingStatus) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while worker_health(front).await != want as i32 {
+        assert!(Instant::now() < deadline, "worker health never became {want:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn readiness_for_search_follows_the_worker() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let mut stack = support::Stack::start(&[]).await;
+    wait_worker_health(&stack.front, ServingStatus::Serving).await;
+    stack.worker.kill();
+    wait_worker_health(&stack.front, ServingStatus::NotServing).await;
+    stack.worker.restart().await;
+    wait_worker_health(&stack.front, ServingStatus::Serving).await;
+}
+
+#[tokio::test]
+async fn sigterm_under_load_loses_no_acknowledged_write() {
+    let mut front = Front::start().await;
+    front.space("s").await;
+    let fs = front.fs().await;
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let mut fs = fs.clone();
+            tokio::spawn(async move {
+                let mut acked = Vec::new();
+                for i in 0.. {
+                    let path = format!("/load/{w}-{i}.txt");
+                    match fs.write(write_text("s", &path, &path)).await {
+                        Ok(_) => acked.push(path),
+                        Err(status) => {
+                            // Refused while draining, or the connection closed.
+                            assert!(
+                                matches!(
+                                    status.code(),
+                                    tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+                                ),
+                                "{status:?}"
+                            );
+                            return acked;
+                        }
+                    }
+                }
+                acked
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(front.terminate().await.success(), "a drained front exits 0");
+    let mut acked = Vec::new();
+    for writer in writers {
+        acked.extend(writer.await.unwrap());
+    }
+    assert!(acked.len() > 10, "the load ran: {} writes", acked.len());
+    front.crash_and_restart().await;
+    let mut fs = front.fs().await;
+    for path in &acked {
+        assert_eq!(&fs.read(read("s", path)).await.unwrap().into_inner().content, path);
+    }
+}

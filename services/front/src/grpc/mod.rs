@@ -73,6 +73,11 @@ impl Services {
         self.front.index_progress.clone()
     }
 
+    /// Refuses new calls from now on (SHUTTING_DOWN); calls in flight finish.
+    pub fn close(&self) {
+        self.front.admission.close();
+    }
+
     /// Forgets the rate state of idle principals (bounded memory).
     pub fn forget_idle_rates(&self) {
         self.front.admission.forget_idle();

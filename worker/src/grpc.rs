@@ -145,7 +145,7 @@ impl Worker for WorkerService {
         let query = request.into_inner();
         let index = self.index.clone();
         let (hits, revision) = tokio::task::spawn_blocking(move || {
-            index.search(&query.space_id, &query.query, query.limit as usize, query.offset as usize)
+            index.search(&query.space_id, &query.path_prefix, &query.query, query.limit as usize, query.offset as usize)
         })
         .await
         .map_err(|e| status(Code::Internal, "INTERNAL", &format!("search task failed: {e}")))?

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
 use tantivy::directory::MmapDirectory;
-use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
+use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, RegexQuery, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption, STORED, STRING, Schema, TEXT, Value};
 use tantivy::snippet::SnippetGenerator;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
@@ -71,6 +71,8 @@ struct Fields {
     space: Field,
     node: Field,
     path: Field,
+    /// The path as one token, for prefix filters.
+    path_key: Field,
     version: Field,
     content: Field,
 }
@@ -108,6 +110,7 @@ fn schema() -> (Schema, Fields) {
         space: builder.add_text_field("space", STRING | STORED),
         node: builder.add_text_field("node", STRING | STORED),
         path: builder.add_text_field("path", TEXT | STORED),
+        path_key: builder.add_text_field("path_key", STRING),
         version: builder.add_u64_field("version", STORED),
         content: builder.add_text_field("content", TEXT | STORED),
     };
@@ -121,7 +124,18 @@ impl SearchIndex {
         std::fs::create_dir_all(dir).map_err(|e| IndexError(format!("{}: {e}", dir.display())))?;
         let (schema, fields) = schema();
         let directory = MmapDirectory::open(dir).map_err(|e| IndexError(e.to_string()))?;
-        let index = Index::open_or_create(directory, schema)?;
+        let index = match Index::open_or_create(directory, schema.clone()) {
+            Ok(index) => index,
+            Err(error) => {
+                // An index of another layout (or a damaged one) holds nothing
+                // the front cannot send again: start over, empty.
+                tracing::warn!(%error, dir = %dir.display(), "search index unusable; starting a new one");
+                std::fs::remove_dir_all(dir).map_err(|e| IndexError(format!("{}: {e}", dir.display())))?;
+                std::fs::create_dir_all(dir).map_err(|e| IndexError(format!("{}: {e}", dir.display())))?;
+                let directory = MmapDirectory::open(dir).map_err(|e| IndexError(e.to_string()))?;
+                Index::open_or_create(directory, schema)?
+            }
+        };
         let metas = index.load_metas()?;
         let fresh = metas.payload.is_none();
         let progress: Progress =
@@ -159,6 +173,7 @@ impl SearchIndex {
                         writer.add_document(doc!(
                             f.space => job.space.clone(),
                             f.node => job.node.clone(),
+                            f.path_key => path.clone(),
                             f.path => path,
                             f.version => version,
                             f.content => text,
@@ -191,9 +206,16 @@ impl SearchIndex {
         Ok(progress.sequence)
     }
 
-    /// Ranked hits for `query` within `space`, and the revision of that
-    /// space the index reflects.
-    pub fn search(&self, space: &str, query: &str, limit: usize, offset: usize) -> Result<(Vec<Hit>, u64), IndexError> {
+    /// Ranked hits for `query` within `space` (below `prefix`, a directory
+    /// path), and the revision of that space the index reflects.
+    pub fn search(
+        &self,
+        space: &str,
+        prefix: &str,
+        query: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<(Vec<Hit>, u64), IndexError> {
         let f = self.fields;
         let searcher = self.reader.searcher();
         let mut parser = QueryParser::for_index(&self.index, vec![f.content, f.path]);
@@ -201,14 +223,16 @@ impl SearchIndex {
         // Lenient: an agent's query never fails to parse; odd syntax is read as words.
         let (user_query, _) = parser.parse_query_lenient(query);
         // The space is a filter the server builds, never part of the query text.
-        let scoped = BooleanQuery::new(vec![
-            (
-                Occur::Must,
-                Box::new(TermQuery::new(Term::from_field_text(f.space, space), IndexRecordOption::Basic))
-                    as Box<dyn Query>,
-            ),
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![
+            (Occur::Must, Box::new(TermQuery::new(Term::from_field_text(f.space, space), IndexRecordOption::Basic))),
             (Occur::Must, user_query),
-        ]);
+        ];
+        let prefix = prefix.trim_end_matches('/');
+        if !prefix.is_empty() {
+            let pattern = format!("{}/.*", regex_syntax::escape(prefix));
+            clauses.push((Occur::Must, Box::new(RegexQuery::from_pattern(&pattern, f.path_key)?)));
+        }
+        let scoped = BooleanQuery::new(clauses);
         let top = searcher.search(&scoped, &TopDocs::with_limit(limit.max(1)).and_offset(offset).order_by_score())?;
         let mut snippets = SnippetGenerator::create(&searcher, &scoped, f.content)?;
         snippets.set_max_num_chars(SNIPPET_CHARS);
@@ -259,16 +283,26 @@ mod tests {
         index.apply(vec![upsert(1, "s", "a", "the quick brown fox"), upsert(2, "s", "b", "lazy dog")]).unwrap();
         // Replays and a newer version of the same node leave one document.
         index.apply(vec![upsert(1, "s", "a", "stale"), upsert(3, "s", "a", "the quick red fox")]).unwrap();
-        let (hits, revision) = index.search("s", "fox", 10, 0).unwrap();
+        let (hits, revision) = index.search("s", "/", "fox", 10, 0).unwrap();
         assert_eq!((hits.len(), revision), (1, 3));
         assert!(hits[0].snippet.contains("red"));
-        assert_eq!(index.search("s", "brown", 10, 0).unwrap().0.len(), 0);
+        assert_eq!(index.search("s", "/", "brown", 10, 0).unwrap().0.len(), 0);
         drop(index);
 
         let reopened = SearchIndex::open(dir.path()).unwrap();
         assert!(!reopened.fresh());
         assert_eq!(reopened.committed(), 3);
-        assert_eq!(reopened.search("s", "dog", 10, 0).unwrap().0[0].node, "b");
+        assert_eq!(reopened.search("s", "/", "dog", 10, 0).unwrap().0[0].node, "b");
+        assert!(reopened.search("s", "/elsewhere", "dog", 10, 0).unwrap().0.is_empty());
+        assert_eq!(reopened.search("s", "/b.md", "dog", 10, 0).unwrap().0.len(), 0, "a file is not a folder");
+    }
+
+    #[test]
+    fn an_unusable_index_is_replaced_by_an_empty_one() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("meta.json"), b"{ not an index").unwrap();
+        let index = SearchIndex::open(dir.path()).unwrap();
+        assert!(index.fresh());
     }
 
     #[test]
@@ -276,13 +310,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let index = SearchIndex::open(dir.path()).unwrap();
         index.apply(vec![upsert(1, "s", "a", "canary"), upsert(2, "t", "b", "canary")]).unwrap();
-        let (hits, _) = index.search("s", "canary", 10, 0).unwrap();
+        let (hits, _) = index.search("s", "/", "canary", 10, 0).unwrap();
         assert_eq!(hits.iter().map(|h| h.node.as_str()).collect::<Vec<_>>(), ["a"]);
         // Naming another space in the query text cannot widen the filter.
-        assert!(index.search("s", "canary space:t", 10, 0).unwrap().0.is_empty());
+        assert!(index.search("s", "/", "canary space:t", 10, 0).unwrap().0.is_empty());
         let drop = Job { sequence: 3, space: "s".into(), revision: 3, node: String::new(), op: JobOp::DropSpace };
         index.apply(vec![drop]).unwrap();
-        assert!(index.search("s", "canary", 10, 0).unwrap().0.is_empty());
-        assert_eq!(index.search("t", "canary", 10, 0).unwrap().0.len(), 1);
+        assert!(index.search("s", "/", "canary", 10, 0).unwrap().0.is_empty());
+        assert_eq!(index.search("t", "/", "canary", 10, 0).unwrap().0.len(), 1);
     }
 }

@@ -31,17 +31,24 @@ pub async fn sample(store: Store, workers: Arc<dyn Fn() -> usize + Send + Sync>,
     loop {
         tick.tick().await;
         gauge!("agentvfs_grep_queue_depth").set(workers() as f64);
-        let (outbox, size) = match store.blocking(|store| Ok((store.outbox_bounds()?, store.size_on_disk()?))).await {
+        let slowest = progress.slowest().unwrap_or(0);
+        let sampled = store
+            .blocking(move |store| {
+                Ok((store.outbox_bounds()?, store.size_on_disk()?, store.outbox_lag_seconds(slowest)?))
+            })
+            .await;
+        let (outbox, size, lag_seconds) = match sampled {
             Ok(sampled) => sampled,
             Err(_) => continue,
         };
         gauge!("agentvfs_store_size_bytes").set(size as f64);
         let (depth, lag) = match outbox {
-            Some((first, last)) => (last - first + 1, last.saturating_sub(progress.slowest().unwrap_or(0))),
+            Some((first, last)) => (last - first + 1, last.saturating_sub(slowest)),
             None => (0, 0),
         };
         gauge!("agentvfs_outbox_depth").set(depth as f64);
         gauge!("agentvfs_index_lag_jobs").set(lag as f64);
+        gauge!("agentvfs_index_lag_seconds").set(lag_seconds);
     }
 }
 

@@ -98,6 +98,11 @@ async fn writes_become_searchable_and_changes_are_reflected() {
     let code = fs.search(pb::SearchRequest { path: "/code".into(), ..search("lion") }).await.unwrap().into_inner();
     assert_eq!(paths(&code.hits), ["/code/lion.rs"]);
     assert!(code.index_revision > 0);
+
+    // Permanent removal is reflected too.
+    let remove = pb::RemoveRequest { space: "s".into(), path: "/notes/lion.md".into(), ..Default::default() };
+    stack.front.admin().await.remove(remove).await.unwrap();
+    eventually(&mut fs, "sleeps", <[pb::SearchHit]>::is_empty).await;
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ mod support;
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::batch_action::Action;
 use support::{Front, Stack, assert_error, read, write_text};
-use tonic::Code;
+use tonic::{Code, Status};
 
 fn action(action: Action) -> pb::BatchAction {
     pb::BatchAction { action: Some(action) }
@@ -380,4 +380,93 @@ async fn moves_between_spaces_need_consent_and_keep_ids_and_history() {
     let s = admin.get_space(pb::GetSpaceRequest { space: "s".into() }).await.unwrap().into_inner().usage.unwrap();
     let t = admin.get_space(pb::GetSpaceRequest { space: "t".into() }).await.unwrap().into_inner().usage.unwrap();
     assert_eq!((s.files, t.files), (1, 2), "each keeps its /AGENT.md");
+}
+
+#[tokio::test]
+async fn read_only_mode_blocks_every_mutation_and_bad_tokens_are_unauthenticated() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.toml");
+    std::fs::write(&tokens, "[[tokens]]\ntoken = \"admin-token-0123456789\"\nprincipal = \"ops\"\nadmin = true\n")
+        .unwrap();
+    let front = Front::start_with(&["--tokens", tokens.to_str().unwrap()]).await;
+    let channel = front.channel().await;
+    let with = |authorization: &'static str, mode: Option<&'static str>| {
+        move |mut request: tonic::Request<()>| {
+            request.metadata_mut().insert("authorization", authorization.parse().unwrap());
+            if let Some(mode) = mode {
+                request.metadata_mut().insert("x-agentvfs-mode", mode.parse().unwrap());
+            }
+            Ok(request)
+        }
+    };
+    let admin_auth = "Bearer admin-token-0123456789";
+    let mut admin =
+        agentvfs_proto::v1::admin_client::AdminClient::with_interceptor(channel.clone(), with(admin_auth, None));
+    admin.create_space(pb::CreateSpaceRequest { name: "s".into(), ..Default::default() }).await.unwrap();
+    let mut writer = agentvfs_proto::v1::file_system_client::FileSystemClient::with_interceptor(
+        channel.clone(),
+        with(admin_auth, None),
+    );
+    writer.write(write_text("s", "/a.txt", "a")).await.unwrap();
+
+    for malformed in ["Basic YWRtaW46cGFzcw==", "Bearer", "Bearer nope-not-a-token", "admin-token-0123456789"] {
+        let mut fs = agentvfs_proto::v1::file_system_client::FileSystemClient::with_interceptor(
+            channel.clone(),
+            with(malformed, None),
+        );
+        assert_error(&fs.read(read("s", "/a.txt")).await.unwrap_err(), Code::Unauthenticated, "UNAUTHENTICATED");
+    }
+
+    let mut fs = agentvfs_proto::v1::file_system_client::FileSystemClient::with_interceptor(
+        channel.clone(),
+        with(admin_auth, Some("read-only")),
+    );
+    let mut ro = agentvfs_proto::v1::admin_client::AdminClient::with_interceptor(
+        channel.clone(),
+        with(admin_auth, Some("read-only")),
+    );
+    fs.read(read("s", "/a.txt")).await.unwrap();
+    let denied = |status: Status| assert_error(&status, Code::PermissionDenied, "PERMISSION_DENIED");
+    denied(fs.write(write_text("s", "/b.txt", "b")).await.unwrap_err());
+    let edit = pb::EditRequest {
+        space: "s".into(),
+        path: "/a.txt".into(),
+        base_version: Some(1),
+        edits: vec![pb::TextEdit { kind: Some(pb::text_edit::Kind::Append(pb::AppendEdit { text: "!".into() })) }],
+        ..Default::default()
+    };
+    denied(fs.edit(edit).await.unwrap_err());
+    denied(
+        fs.batch(batch(vec![action(Action::Mkdir(pb::MkdirAction { path: "/d".into() }))], true)).await.unwrap_err(),
+    );
+    let header = pb::UploadHeader { space: "s".into(), path: "/u.bin".into(), ..Default::default() };
+    let upload = vec![pb::UploadChunk { part: Some(pb::upload_chunk::Part::Header(header)) }];
+    denied(fs.upload(tokio_stream::iter(upload)).await.unwrap_err());
+    denied(ro.create_space(pb::CreateSpaceRequest { name: "t".into(), ..Default::default() }).await.unwrap_err());
+    denied(ro.set_quota(pb::SetQuotaRequest { space: "s".into(), ..Default::default() }).await.unwrap_err());
+    let access = pb::SetAccessRequest { space: "s".into(), principal: "x".into(), role: 1, ..Default::default() };
+    denied(ro.set_access(access).await.unwrap_err());
+    denied(
+        ro.remove(pb::RemoveRequest { space: "s".into(), path: "/a.txt".into(), ..Default::default() })
+            .await
+            .unwrap_err(),
+    );
+    denied(
+        ro.restore(pb::RestoreRequest { space: "s".into(), reference: "/a.txt".into(), ..Default::default() })
+            .await
+            .unwrap_err(),
+    );
+    denied(
+        ro.register_functions(pb::RegisterFunctionsRequest { space: "s".into(), ..Default::default() })
+            .await
+            .unwrap_err(),
+    );
+    let default = pb::RestoreDefaultRequest { space: "s".into(), path: "/AGENT.md".into(), ..Default::default() };
+    denied(ro.restore_default(default).await.unwrap_err());
+    denied(ro.compact(pb::CompactRequest { space: "s".into(), revision: 0 }).await.unwrap_err());
+    denied(ro.reindex(pb::ReindexRequest { space: "s".into() }).await.unwrap_err());
+    let delete = pb::DeleteSpaceRequest { space: "s".into(), confirm: "s".into(), ..Default::default() };
+    denied(ro.delete_space(delete).await.unwrap_err());
+    // Nothing changed.
+    assert_eq!(writer.read(read("s", "/a.txt")).await.unwrap().into_inner().version, 1);
 }

@@ -413,7 +413,13 @@ impl Prepared {
 
 /// The index jobs a commit's changes call for (files only).
 fn index_jobs(commit: &Commit) -> Vec<IndexJob> {
-    let job = |node, op| IndexJob { space: commit.space.id, revision: commit.revision(), node: Some(node), op };
+    let job = |node, op| IndexJob {
+        space: commit.space.id,
+        revision: commit.revision(),
+        node: Some(node),
+        op,
+        queued_ms: commit.time_ms,
+    };
     commit
         .changes
         .iter()

@@ -18,6 +18,14 @@ impl Store {
         Ok(out)
     }
 
+    /// Seconds since the oldest job after `acked` was queued (0 when none waits).
+    pub fn outbox_lag_seconds(&self, acked: u64) -> Result<f64> {
+        Ok(match self.outbox_after(acked, 1)?.first() {
+            Some((_, job)) => (super::records::now_ms() - job.queued_ms).max(0) as f64 / 1000.0,
+            None => 0.0,
+        })
+    }
+
     /// The first and last sequence in the outbox.
     pub fn outbox_bounds(&self) -> Result<Option<(u64, u64)>> {
         let t = &self.trees().outbox;
@@ -50,7 +58,9 @@ impl Store {
         // reading its files and queueing them.
         let _guard = self.lock_space(space);
         let record: SpaceRecord = self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
-        let mut jobs = vec![IndexJob { space, revision: record.revision, node: None, op: IndexOp::DropSpace }];
+        let now = super::records::now_ms();
+        let mut jobs =
+            vec![IndexJob { space, revision: record.revision, node: None, op: IndexOp::DropSpace, queued_ms: now }];
         jobs.extend(self.live_files(space, record.revision)?);
         let t = &self.trees().outbox;
         for job in &jobs {
@@ -72,7 +82,7 @@ impl Store {
             }
             let path = String::from_utf8_lossy(&key[16..]).into_owned();
             let op = IndexOp::Upsert { path, version: entry.version, hash: entry.hash, is_text: entry.is_text };
-            jobs.push(IndexJob { space, revision, node: Some(entry.node), op });
+            jobs.push(IndexJob { space, revision, node: Some(entry.node), op, queued_ms: super::records::now_ms() });
         }
         Ok(jobs)
     }

@@ -244,4 +244,6 @@ pub struct IndexJob {
     pub revision: u64,
     pub node: Option<NodeId>,
     pub op: IndexOp,
+    /// When the job was queued, for index lag in seconds.
+    pub queued_ms: i64,
 }

@@ -145,6 +145,7 @@ impl Store {
                 revision: space.revision + 1,
                 node: None,
                 op: super::records::IndexOp::DropSpace,
+                queued_ms: now_ms(),
             });
             (&t.spaces, &t.receipts, &t.outbox).transaction(|(spaces, receipts, outbox)| {
                 let sequence = outbox.generate_id()? + 1;

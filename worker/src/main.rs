@@ -15,7 +15,11 @@ fn main() -> ExitCode {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTVFS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        // Colours only for people at a terminal, not for log collectors.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     if config.json_logs {
         logs.json().init()
     } else {

@@ -13,11 +13,18 @@ use std::time::{Duration, Instant};
 use agentvfs_proto::v1::GetSpaceRequest;
 use agentvfs_proto::v1::admin_client::AdminClient;
 
-/// The children `agentvfs up` starts, which cargo builds into the same
-/// directory as `agentvfs` only when their packages are built too (as
-/// `cargo test --workspace` does).
+/// Builds the children `agentvfs up` starts into the directory of the
+/// `agentvfs` binary: cargo builds other packages' binaries only on request.
+/// A no-op when they are up to date; a stale child would test old code.
 fn assert_children_built() {
     let dir = Path::new(env!("CARGO_BIN_EXE_agentvfs")).parent().unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut build = Command::new(cargo);
+    build.args(["build", "-p", "agentvfs-front", "-p", "agentvfs-worker"]);
+    if !dir.ends_with("debug") {
+        build.arg("--release");
+    }
+    assert!(build.status().unwrap().success(), "building agentvfs-front and agentvfs-worker failed");
     for name in ["agentvfs-front", "agentvfs-worker"] {
         let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
         assert!(

@@ -114,6 +114,7 @@ pub async fn serve(
     ));
     let server = Server::builder()
         .layer(crate::metrics::RpcMetricsLayer)
+        .layer(crate::grpc::limits::MessageLimitLayer { limit })
         .trace_fn(|request| tracing::info_span!("rpc", method = %request.uri().path()))
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))

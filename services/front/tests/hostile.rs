@@ -493,3 +493,14 @@ async fn hostile_inputs_get_exact_errors_and_the_server_stays_healthy() {
     // Still healthy, and nothing was lost.
     assert_eq!(fs.read(read("s", "/doc.md")).await.unwrap().into_inner().content, "line one\nline 😀 two\n");
 }
+
+#[tokio::test]
+async fn messages_over_the_size_limit_get_a_clear_error() {
+    let stack = Stack::start(&[]).await;
+    stack.front.space("s").await;
+    let mut fs = stack.front.fs().await.max_encoding_message_size(64 << 20);
+    let status = fs.write(write_bytes("s", "/huge.bin", &vec![7u8; 9 << 20])).await.unwrap_err();
+    assert_eq!((status.code(), support::reason(&status).as_str()), (Code::InvalidArgument, "TOO_LARGE"), "{status:?}");
+    assert_eq!(support::metadata(&status, "limit"), (8 << 20).to_string());
+    fs.write(write_text("s", "/small.txt", "fine")).await.unwrap();
+}

@@ -9,6 +9,7 @@ mod convert;
 mod edit;
 mod filesystem;
 mod idempotency;
+pub mod limits;
 pub mod page_token;
 mod read;
 mod search;

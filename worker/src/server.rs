@@ -77,7 +77,11 @@ pub async fn serve(
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = Server::builder()
-        .trace_fn(|request| tracing::info_span!("rpc", method = %request.uri().path()))
+        .trace_fn(|request| {
+            // The front's request ID, so one call can be followed across both processes.
+            let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+            tracing::info_span!("rpc", method = %request.uri().path(), request_id)
+        })
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

@@ -30,6 +30,8 @@ pub struct Caller {
     pub tool_call: Option<String>,
     /// The call's admission; released when the last clone is dropped.
     pub admission: Option<crate::admission::Permit>,
+    /// The call's request ID, forwarded to workers.
+    pub request_id: Option<String>,
 }
 
 /// What a call needs in its space.
@@ -136,6 +138,7 @@ impl Authenticator {
             session: header(metadata, "x-agentvfs-session")?,
             tool_call: header(metadata, "x-agentvfs-tool-call")?,
             admission: None,
+            request_id: metadata.get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_owned),
         })
     }
 }

@@ -52,7 +52,11 @@ pub async fn sample(store: Store, workers: Arc<dyn Fn() -> usize + Send + Sync>,
     }
 }
 
-/// Counts, times and tracks in flight every RPC by method and status code.
+/// The header that carries a request's ID, front to worker.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// Counts, times and tracks in flight every RPC by method and status code,
+/// and gives every call a request ID.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RpcMetricsLayer;
 
@@ -86,13 +90,28 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
         let method = request.uri().path().to_owned();
+        // Every call carries a request ID from here on (the client's, or a
+        // new one): spans, logs and the worker calls it causes all name it.
+        let request_id = match request.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()) {
+            Some(id) if !id.is_empty() && id.len() <= 128 => id.to_owned(),
+            _ => {
+                let id = ulid::Ulid::generate().to_string();
+                if let Ok(value) = http::HeaderValue::from_str(&id) {
+                    request.headers_mut().insert(REQUEST_ID, value);
+                }
+                id
+            }
+        };
         let started = Instant::now();
         gauge!("agentvfs_rpc_in_flight").increment(1.0);
         let response = self.inner.call(request);
         Box::pin(async move {
-            let response = response.await;
+            let mut response = response.await;
+            if let (Ok(response), Ok(value)) = (&mut response, http::HeaderValue::from_str(&request_id)) {
+                response.headers_mut().insert(REQUEST_ID, value);
+            }
             // Errors are sent as trailers-only responses, with the status in
             // the headers; a success carries it in the trailers, as 0.
             let code = match &response {
@@ -102,6 +121,7 @@ where
                 Err(_) => "transport".to_owned(),
             };
             gauge!("agentvfs_rpc_in_flight").decrement(1.0);
+            tracing::debug!(%method, %code, %request_id, latency_us = started.elapsed().as_micros() as u64, "rpc finished");
             counter!("agentvfs_rpc_requests_total", "method" => method.clone(), "code" => code.clone()).increment(1);
             histogram!("agentvfs_rpc_duration_seconds", "method" => method, "code" => code)
                 .record(started.elapsed().as_secs_f64());

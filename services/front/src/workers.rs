@@ -78,7 +78,12 @@ impl Workers {
     }
 
     /// Runs one grep job on some worker, within `deadline` if given.
-    pub async fn grep(&self, job: pb::GrepJob, deadline: Option<Duration>) -> Result<pb::GrepJobResult> {
+    pub async fn grep(
+        &self,
+        job: pb::GrepJob,
+        deadline: Option<Duration>,
+        request_id: Option<&str>,
+    ) -> Result<pb::GrepJobResult> {
         if self.clients.is_empty() {
             return Err(unavailable("No worker is configured for this server."));
         }
@@ -104,6 +109,9 @@ impl Workers {
             let mut request = tonic::Request::new(job.clone());
             if let Some(deadline) = deadline {
                 request.set_timeout(deadline);
+            }
+            if let Some(value) = request_id.and_then(|id| id.parse().ok()) {
+                request.metadata_mut().insert(crate::metrics::REQUEST_ID, value);
             }
             match client.clone().run_grep(request).await {
                 Ok(response) => return Ok(response.into_inner()),

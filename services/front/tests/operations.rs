@@ -127,3 +127,17 @@ async fn sigterm_under_load_loses_no_acknowledged_write() {
         assert_eq!(&fs.read(read("s", path)).await.unwrap().into_inner().content, path);
     }
 }
+
+#[tokio::test]
+async fn every_call_gets_a_request_id_back() {
+    let front = Front::start().await;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    let response = fs.read(read("s", "/AGENT.md")).await.unwrap();
+    let generated = response.metadata().get("x-request-id").unwrap().to_str().unwrap().to_owned();
+    assert_eq!(generated.len(), 26, "a ULID: {generated}");
+    let mut request = tonic::Request::new(read("s", "/missing"));
+    request.metadata_mut().insert("x-request-id", "trace-me-42".parse().unwrap());
+    let status = fs.read(request).await.unwrap_err();
+    assert_eq!(status.metadata().get("x-request-id").unwrap(), "trace-me-42");
+}

@@ -59,6 +59,7 @@ pub async fn page(
     query: &GrepQuery,
     request: &pb::GrepRequest,
     deadline: Option<Duration>,
+    request_id: Option<&str>,
 ) -> Result<pb::GrepResponse> {
     let started = Instant::now();
     let (store, workers, budget) = (&front.store, &front.workers, front.grep_budget);
@@ -120,7 +121,7 @@ pub async fn page(
             skip_entries: cursor.skip,
             max_output_bytes: budget.max_output_bytes,
         };
-        let result = workers.grep(job, deadline).await?;
+        let result = workers.grep(job, deadline, request_id).await?;
         stats.bytes_scanned = result.bytes_scanned;
         skip_left = cursor.skip.saturating_sub(result.entries_skipped);
         let done = result.files_done as usize;

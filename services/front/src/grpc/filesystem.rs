@@ -370,7 +370,7 @@ impl FileSystem for Services {
                 .blocking(move |_| front.target(&caller, &req.space, &req.path, &req.base, "path", Need::Read))
                 .await?
         };
-        let response = grep::page(&front, &target, &query, &req, deadline).await?;
+        let response = grep::page(&front, &target, &query, &req, deadline, caller.request_id.as_deref()).await?;
         Ok(Response::new(response))
     }
 

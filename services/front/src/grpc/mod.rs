@@ -101,6 +101,7 @@ impl Front {
     /// Authenticates and admits a call.
     pub fn caller<T>(&self, request: &Request<T>) -> Result<Caller> {
         let mut caller = self.auth.authenticate(request.metadata())?;
+        tracing::Span::current().record("principal", caller.principal.as_str());
         caller.admission = Some(self.admission.admit(&caller.principal)?);
         Ok(caller)
     }
@@ -121,6 +122,7 @@ impl Front {
         };
         let record = record.ok_or_else(|| Error::space_not_found(&echo(space)))?;
         caller.authorize(&record, need, &echo(space))?;
+        tracing::Span::current().record("space", tracing::field::display(record.id));
         Ok(record)
     }
 

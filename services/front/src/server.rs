@@ -128,6 +128,9 @@ pub async fn serve(
         })
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
+        // Bounds what one connection can ask of the server at once; calls
+        // beyond the in-flight limit are shed anyway (admission).
+        .max_concurrent_streams(Some(1024))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

@@ -6,26 +6,128 @@
 //! this executable, else on `PATH`), waits until the front serves, makes sure
 //! a space named `default` exists, and stops both on Ctrl-C or SIGTERM.
 //!
-//! Every subcommand prints its result on stdout; a failure is one line on
-//! stderr and a non-zero exit status.
+//! Every other subcommand is a client of a running front: one gRPC call, or
+//! the pages of one call (`ls`, `read`, `read-many`, `write`, `edit`, `find`,
+//! `grep`, `search`, `versions`, `diff`, `resolve`, `batch`, `watch`, and the
+//! admin commands `space`, `access`, `quota`, `functions`). Global flags:
+//! `--addr` (`AGENTVFS_ADDR`, default `127.0.0.1:50051`), `--token`
+//! (`AGENTVFS_TOKEN`, sent as `authorization: Bearer`), `--space`
+//! (`AGENTVFS_SPACE`, default `default`), `--session` (`AGENTVFS_SESSION`, sent
+//! as `x-agentvfs-session`) and `--json` (one line of proto JSON per response
+//! message). Paginated commands print `next page token: …` on stderr unless
+//! `--all` follows the pages to the end; edits and batches only preview
+//! unless `--apply` is given with an `--idempotency-key`.
+//!
+//! Results go to stdout. A failure prints `error: <REASON>: <message>` and
+//! `next: <what to do>` on stderr, and exits with a status by class:
+//!
+//! | Status | Meaning |
+//! |---|---|
+//! | 0 | success |
+//! | 1 | any other failure |
+//! | 2 | invalid arguments or usage (`INVALID_ARGUMENT`, a bad command line or input file) |
+//! | 3 | not found |
+//! | 4 | conflicts with the current state (`FAILED_PRECONDITION`, `ALREADY_EXISTS`, `ABORTED`) |
+//! | 5 | not allowed (`PERMISSION_DENIED`, `UNAUTHENTICATED`) |
+//! | 6 | retryable (`RESOURCE_EXHAUSTED`, `UNAVAILABLE`) |
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use self::client::Client;
+use self::commands::{Context, admin, batch, files, grep_search, history};
+use self::errors::CliError;
+use self::output::Output;
+
+mod client;
+mod commands;
+mod errors;
+mod output;
 mod up;
 
+const EXIT_CODES: &str = "\
+Exit status:
+  0  success
+  1  any other failure
+  2  invalid arguments or usage (INVALID_ARGUMENT, a bad command line or input file)
+  3  not found (NOT_FOUND)
+  4  conflicts with the current state (FAILED_PRECONDITION, ALREADY_EXISTS, ABORTED)
+  5  not allowed (PERMISSION_DENIED, UNAUTHENTICATED)
+  6  retryable: try again later (RESOURCE_EXHAUSTED, UNAVAILABLE)
+
+Errors print `error: <REASON>: <message>` and `next: <what to do>` on stderr.";
+
 #[derive(Debug, Parser)]
-#[command(name = "agentvfs", version, about = "The agentvfs command line.")]
+#[command(name = "agentvfs", version, about = "The agentvfs command line.", after_help = EXIT_CODES)]
 struct Cli {
+    #[command(flatten)]
+    global: Global,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, clap::Args)]
+struct Global {
+    /// Address of the front.
+    #[arg(long, env = "AGENTVFS_ADDR", default_value = "127.0.0.1:50051", global = true)]
+    addr: String,
+    /// Bearer token.
+    #[arg(long, env = "AGENTVFS_TOKEN", hide_env_values = true, global = true)]
+    token: Option<String>,
+    /// Space ID or name.
+    #[arg(long, env = "AGENTVFS_SPACE", default_value = "default", global = true)]
+    space: String,
+    /// Session ID, for read-before-edit tracking.
+    #[arg(long, env = "AGENTVFS_SESSION", global = true)]
+    session: Option<String>,
+    /// Print each response message as one line of proto JSON.
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a front and a worker locally until Ctrl-C, with a space named `default`.
     Up(up::UpArgs),
+    /// List a directory.
+    Ls(files::LsArgs),
+    /// Read a slice of a text file.
+    Read(files::ReadArgs),
+    /// Read up to 10 files at once.
+    ReadMany(files::ReadManyArgs),
+    /// Create, overwrite or append to a file.
+    Write(files::WriteArgs),
+    /// Preview (or with --apply, save) text edits to a file.
+    Edit(files::EditArgs),
+    /// Find files whose path matches a glob.
+    Find(grep_search::FindArgs),
+    /// Search file contents, like ripgrep.
+    Grep(grep_search::GrepArgs),
+    /// Ranked full-text search.
+    Search(grep_search::SearchArgs),
+    /// List a file's versions, newest first.
+    Versions(history::VersionsArgs),
+    /// Unified diff between two versions of a file.
+    Diff(history::DiffArgs),
+    /// Resolve a path or reference.
+    Resolve(files::ResolveArgs),
+    /// Preview (or with --apply, apply atomically) structural actions.
+    Batch(batch::BatchArgs),
+    /// Print change events until Ctrl-C.
+    Watch(history::WatchArgs),
+    /// Create, list or delete spaces.
+    #[command(subcommand)]
+    Space(admin::SpaceCommand),
+    /// Manage who may use a space.
+    #[command(subcommand)]
+    Access(admin::AccessCommand),
+    /// Manage a space's quota.
+    #[command(subcommand)]
+    Quota(admin::QuotaCommand),
+    /// Register the functions an agent may call.
+    #[command(subcommand)]
+    Functions(admin::FunctionsCommand),
 }
 
 fn main() -> ExitCode {
@@ -34,14 +136,47 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => return fail(&format!("cannot start the runtime: {error}")),
     };
-    let result = runtime.block_on(async {
-        match cli.command {
-            Command::Up(args) => up::run(args).await,
-        }
-    });
-    match result {
+    if let Command::Up(args) = cli.command {
+        return match runtime.block_on(up::run(args)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => fail(&error),
+        };
+    }
+    let json = cli.global.json;
+    match runtime.block_on(client_command(cli.global, cli.command)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => fail(&error),
+        // A closed pipe (`agentvfs ls | head`) is the reader having had enough.
+        Err(CliError::Io(error)) if error.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(error) => {
+            error.report(json);
+            ExitCode::from(error.exit_code())
+        }
+    }
+}
+
+async fn client_command(global: Global, command: Command) -> Result<(), CliError> {
+    let client = Client::new(&global.addr, global.token.as_deref(), global.session.as_deref())?;
+    let mut ctx = Context { client, space: global.space, out: Output::new(global.json)? };
+    let ctx = &mut ctx;
+    match command {
+        Command::Up(_) => Ok(()),
+        Command::Ls(args) => files::ls(ctx, args).await,
+        Command::Read(args) => files::read(ctx, args).await,
+        Command::ReadMany(args) => files::read_many(ctx, args).await,
+        Command::Write(args) => files::write(ctx, args).await,
+        Command::Edit(args) => files::edit(ctx, args).await,
+        Command::Find(args) => grep_search::find(ctx, args).await,
+        Command::Grep(args) => grep_search::grep(ctx, args).await,
+        Command::Search(args) => grep_search::search(ctx, args).await,
+        Command::Versions(args) => history::versions(ctx, args).await,
+        Command::Diff(args) => history::diff(ctx, args).await,
+        Command::Resolve(args) => files::resolve(ctx, args).await,
+        Command::Batch(args) => batch::batch(ctx, args).await,
+        Command::Watch(args) => history::watch(ctx, args).await,
+        Command::Space(command) => admin::space(ctx, command).await,
+        Command::Access(command) => admin::access(ctx, command).await,
+        Command::Quota(command) => admin::quota(ctx, command).await,
+        Command::Functions(command) => admin::functions(ctx, command).await,
     }
 }
 

@@ -1,0 +1,69 @@
+//! The connection to the front: one lazily connected channel shared by the
+//! `FileSystem` and `Admin` clients, with the caller's token and session
+//! attached to every request.
+
+use agentvfs_proto::v1::admin_client::AdminClient;
+use agentvfs_proto::v1::file_system_client::FileSystemClient;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::errors::CliError;
+
+/// Responses may carry a whole 10 MiB grep page plus framing; tonic's 4 MiB
+/// default would refuse them.
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+pub type Service = InterceptedService<Channel, Metadata>;
+
+/// Adds `authorization` and `x-agentvfs-session` to each request.
+#[derive(Debug, Clone, Default)]
+pub struct Metadata {
+    authorization: Option<MetadataValue<Ascii>>,
+    session: Option<MetadataValue<Ascii>>,
+}
+
+impl Interceptor for Metadata {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.authorization {
+            request.metadata_mut().insert("authorization", value.clone());
+        }
+        if let Some(value) = &self.session {
+            request.metadata_mut().insert("x-agentvfs-session", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub fs: FileSystemClient<Service>,
+    pub admin: AdminClient<Service>,
+}
+
+impl Client {
+    /// Connects lazily, so that an unreachable front surfaces as the first
+    /// call's `UNAVAILABLE` status (exit 6) like any other retryable failure.
+    pub fn new(addr: &str, token: Option<&str>, session: Option<&str>) -> Result<Client, CliError> {
+        let uri = if addr.contains("://") { addr.to_owned() } else { format!("http://{addr}") };
+        let endpoint =
+            Endpoint::from_shared(uri).map_err(|error| CliError::Usage(format!("bad --addr {addr:?}: {error}")))?;
+        let metadata = Metadata {
+            authorization: token.map(|token| ascii(&format!("Bearer {token}"), "--token")).transpose()?,
+            session: session.map(|session| ascii(session, "--session")).transpose()?,
+        };
+        let channel = endpoint.connect_lazy();
+        let fs = FileSystemClient::with_interceptor(channel.clone(), metadata.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let admin = AdminClient::with_interceptor(channel, metadata)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Ok(Client { fs, admin })
+    }
+}
+
+fn ascii(value: &str, flag: &str) -> Result<MetadataValue<Ascii>, CliError> {
+    value.parse().map_err(|_| CliError::Usage(format!("{flag} must be printable ASCII")))
+}

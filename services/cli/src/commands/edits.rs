@@ -1,0 +1,77 @@
+//! The `edits.json` format of `agentvfs edit`: a JSON array of
+//! `{"type":"replace"|"append"|"lines", …}` objects, the shape agents write
+//! by hand, mapped to `TextEdit` messages.
+
+use agentvfs_proto::v1 as pb;
+use serde::Deserialize;
+
+use crate::errors::CliError;
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+enum Edit {
+    Replace {
+        old_text: String,
+        new_text: String,
+        #[serde(default)]
+        expected_matches: Option<u32>,
+        #[serde(default)]
+        replace_all: bool,
+    },
+    Append {
+        text: String,
+    },
+    Lines {
+        start_line: u64,
+        end_line: u64,
+        old_text: String,
+        new_text: String,
+    },
+}
+
+pub fn parse(text: &str) -> Result<Vec<pb::TextEdit>, CliError> {
+    let edits: Vec<Edit> =
+        serde_json::from_str(text).map_err(|error| CliError::Usage(format!("bad edits JSON: {error}")))?;
+    if edits.is_empty() {
+        return Err(CliError::Usage("the edits JSON array is empty".to_owned()));
+    }
+    Ok(edits.into_iter().map(to_proto).collect())
+}
+
+fn to_proto(edit: Edit) -> pb::TextEdit {
+    use pb::text_edit::Kind;
+    let kind = match edit {
+        Edit::Replace { old_text, new_text, expected_matches, replace_all } => {
+            Kind::Replace(pb::ReplaceEdit { old_text, new_text, expected_matches, replace_all })
+        }
+        Edit::Append { text } => Kind::Append(pb::AppendEdit { text }),
+        Edit::Lines { start_line, end_line, old_text, new_text } => {
+            Kind::Lines(pb::LinesEdit { start_line, end_line, old_text, new_text })
+        }
+    };
+    pb::TextEdit { kind: Some(kind) }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn parses_every_kind() {
+        let edits = parse(
+            r#"[{"type":"replace","old_text":"a","new_text":"b","replace_all":true},
+                {"type":"append","text":"x\n"},
+                {"type":"lines","start_line":1,"end_line":2,"old_text":"a\nb\n","new_text":""}]"#,
+        )
+        .unwrap();
+        assert_eq!(edits.len(), 3);
+        assert!(matches!(&edits[0].kind, Some(pb::text_edit::Kind::Replace(r)) if r.replace_all));
+    }
+
+    #[test]
+    fn rejects_unknown_fields_and_empty_arrays() {
+        assert!(parse(r#"[{"type":"append","text":"x","oops":1}]"#).is_err());
+        assert!(parse("[]").is_err());
+    }
+}

@@ -1,0 +1,130 @@
+//! `versions`, `diff` and `watch`: a file's or a space's past.
+
+use agentvfs_proto::v1 as pb;
+
+use super::{Context, Paging};
+use crate::errors::CliError;
+use crate::output::{self, line};
+
+#[derive(Debug, clap::Args)]
+pub struct VersionsArgs {
+    /// File (path or reference).
+    path: String,
+    #[command(flatten)]
+    paging: Paging,
+}
+
+pub async fn versions(ctx: &mut Context, args: VersionsArgs) -> Result<(), CliError> {
+    let mut token = args.paging.page_token.clone();
+    loop {
+        let request = pb::ListVersionsRequest {
+            space: ctx.space.clone(),
+            path: args.path.clone(),
+            page_size: args.paging.page_size,
+            page_token: token,
+            ..Default::default()
+        };
+        let page = ctx.client.fs.list_versions(request).await?.into_inner();
+        if ctx.out.is_json() {
+            ctx.out.message("ListVersionsResponse", &page)?;
+        } else {
+            for version in &page.versions {
+                line(&version_line(version))?;
+            }
+        }
+        match args.paging.follow(&ctx.out, &page.next_page_token) {
+            Some(next) => token = next,
+            None => return Ok(()),
+        }
+    }
+}
+
+/// `v2  2026-…Z  edit  dev  12 bytes  r7`.
+fn version_line(version: &pb::VersionInfo) -> String {
+    format!(
+        "v{}\t{}\t{}\t{}\t{} bytes\tr{}",
+        version.version,
+        output::time(version.time.as_ref()),
+        version.operation,
+        version.principal,
+        version.size,
+        version.revision
+    )
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// File or directory (path or reference).
+    path: String,
+    /// Version to diff from (0 = latest).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    from: u64,
+    /// Version to diff to (0 = latest).
+    #[arg(long, value_name = "M", default_value_t = 0)]
+    to: u64,
+    /// For a directory: the revision to diff from.
+    #[arg(long, value_name = "REV", default_value_t = 0)]
+    from_revision: u64,
+    /// For a directory: the revision to diff to.
+    #[arg(long, value_name = "REV", default_value_t = 0)]
+    to_revision: u64,
+    /// Context lines around each hunk (default 3).
+    #[arg(long, short = 'U', value_name = "N")]
+    context: Option<u32>,
+}
+
+pub async fn diff(ctx: &mut Context, args: DiffArgs) -> Result<(), CliError> {
+    let request = pb::DiffRequest {
+        space: ctx.space.clone(),
+        path: args.path,
+        from_version: args.from,
+        to_version: args.to,
+        from_revision: args.from_revision,
+        to_revision: args.to_revision,
+        context: args.context,
+        ..Default::default()
+    };
+    let response = ctx.client.fs.diff(request).await?.into_inner();
+    if ctx.out.is_json() {
+        return ctx.out.message("DiffResponse", &response);
+    }
+    for file in &response.files {
+        if file.unified_diff.is_empty() {
+            line(&format!("{}: {}", file.path, file.status))?;
+        } else {
+            output::text(&file.unified_diff)?;
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// Only events at or below this path.
+    path: Option<String>,
+    /// First revision to deliver (0 = only new changes).
+    #[arg(long = "from", value_name = "REV", default_value_t = 0)]
+    from_revision: u64,
+}
+
+/// Prints events as they arrive, until the stream ends or Ctrl-C.
+pub async fn watch(ctx: &mut Context, args: WatchArgs) -> Result<(), CliError> {
+    let request = pb::WatchRequest {
+        space: ctx.space.clone(),
+        path: args.path.unwrap_or_default(),
+        from_revision: args.from_revision,
+    };
+    let mut stream = ctx.client.fs.watch(request).await?.into_inner();
+    while let Some(event) = stream.message().await? {
+        if ctx.out.is_json() {
+            ctx.out.message("WatchEvent", &event)?;
+            continue;
+        }
+        let kind = pb::ChangeKind::try_from(event.kind)
+            .map_or("unknown", |kind| kind.as_str_name().trim_start_matches("CHANGE_KIND_"))
+            .to_ascii_lowercase();
+        let from = if event.old_path.is_empty() { String::new() } else { format!(" (from {})", event.old_path) };
+        line(&format!("r{} {kind} {}{from}", event.revision, event.path))?;
+    }
+    Ok(())
+}

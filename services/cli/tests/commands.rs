@@ -1,0 +1,372 @@
+//! The client commands end to end: the real `agentvfs` binary against a real
+//! front and worker, checked by exact (golden) output.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Builds the front and the worker next to the `agentvfs` binary: in a
+/// workspace test run cargo builds other packages' binaries only on request.
+/// A no-op when they are up to date; a stale one would test old code.
+fn server_binaries() -> PathBuf {
+    static BUILD: std::sync::Once = std::sync::Once::new();
+    let dir = Path::new(env!("CARGO_BIN_EXE_agentvfs")).parent().unwrap().to_owned();
+    BUILD.call_once(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let mut build = Command::new(cargo);
+        build.args(["build", "-p", "agentvfs-front", "-p", "agentvfs-worker"]);
+        if !dir.ends_with("debug") {
+            build.arg("--release");
+        }
+        assert!(build.status().unwrap().success(), "building agentvfs-front and agentvfs-worker failed");
+    });
+    dir
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A worker and a dev-mode front with a space named `default`.
+struct Stack {
+    addr: String,
+    _front: Killed,
+    _worker: Killed,
+    _temp: tempfile::TempDir,
+}
+
+fn listening_address(child: &mut Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}")).to_owned()
+}
+
+impl Stack {
+    fn start() -> Stack {
+        let dir = server_binaries();
+        let temp = tempfile::tempdir().unwrap();
+        // The worker must be told the front's address before the front exists.
+        let front_addr =
+            format!("127.0.0.1:{}", TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+        let mut worker = Killed(
+            Command::new(dir.join("agentvfs-worker"))
+                .args(["--listen", "127.0.0.1:0", "--front", &front_addr, "--index-dir"])
+                .arg(temp.path().join("index"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let worker_addr = listening_address(&mut worker.0);
+        let mut front = Killed(
+            Command::new(dir.join("agentvfs-front"))
+                .args(["--listen", &front_addr, "--worker", &worker_addr, "--dev", "--rate-limit", "0", "--data-dir"])
+                .arg(temp.path().join("data"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        listening_address(&mut front.0);
+        let stack = Stack { addr: front_addr, _front: front, _worker: worker, _temp: temp };
+        // Listening is not yet serving: retry while the front reports itself unavailable.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = stack.run(&["space", "create", "default"]);
+            if out.code == 0 {
+                break;
+            }
+            assert!(out.code == 6 && Instant::now() < deadline, "space create failed: {out:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        stack
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_with_stdin(args, "")
+    }
+
+    fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+            .args(["--addr", &self.addr])
+            .args(args)
+            .env_remove("AGENTVFS_SPACE")
+            .env_remove("AGENTVFS_TOKEN")
+            .env_remove("AGENTVFS_SESSION")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        let output = child.wait_with_output().unwrap();
+        Output {
+            code: output.status.code().unwrap(),
+            stdout: String::from_utf8(output.stdout).unwrap(),
+            stderr: String::from_utf8(output.stderr).unwrap(),
+        }
+    }
+
+    /// Runs a command that must succeed and returns its stdout.
+    #[track_caller]
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert_eq!(out.code, 0, "agentvfs {args:?}: {out:?}");
+        out.stdout
+    }
+
+    /// The files every golden test reads.
+    fn seed(&self) {
+        self.ok(&["write", "/docs/a.md", "--content", "alpha\nbeta\ngamma\ndelta\nepsilon\nzeta\n"]);
+        self.ok(&["write", "/docs/b.txt", "--content", "one beta\ntwo\n"]);
+        let out = self.run_with_stdin(&["write", "/src/main.rs"], "fn main() {\n    println!(\"beta\");\n}\n");
+        assert_eq!(out.code, 0, "{out:?}");
+    }
+}
+
+#[derive(Debug)]
+struct Output {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+#[test]
+fn file_commands_print_golden_output() {
+    let stack = Stack::start();
+    assert_eq!(stack.ok(&["write", "/docs/a.md", "--content", "x\n"]), "created /docs/a.md v1 (2 bytes)\n");
+    stack.seed();
+
+    assert_eq!(
+        stack.ok(&["ls", "/docs"]),
+        "f         36    v2 /docs/a.md\n\
+         f         13    v1 /docs/b.txt\n"
+    );
+    assert_eq!(
+        stack
+            .ok(&["ls", "-R", "/", "--glob", "*.{md,rs}"])
+            .lines()
+            .filter(|l| l.contains("/docs/") || l.contains("/src/"))
+            .count(),
+        2
+    );
+
+    let out = stack.run(&["read", "/docs/a.md", "--lines", "2:3"]);
+    assert_eq!(out.code, 0);
+    assert_eq!(out.stdout, "beta\ngamma\n");
+    assert_eq!(out.stderr, "/docs/a.md: lines 2-3 of 6; more from line 4\n");
+    assert_eq!(stack.ok(&["read", "/docs/a.md", "--version", "1"]), "x\n");
+
+    assert_eq!(stack.ok(&["find", "*.md", "/docs"]), "/docs/a.md\n");
+
+    let versions = stack.ok(&["versions", "/docs/a.md"]);
+    let normalized: Vec<String> = versions
+        .lines()
+        .map(|line| {
+            let mut fields: Vec<&str> = line.split('\t').collect();
+            assert!(fields[1].ends_with('Z'), "{line}");
+            fields[1] = "TIME";
+            fields.join("\t")
+        })
+        .collect();
+    assert_eq!(normalized, ["v2\tTIME\twrite\tdev\t36 bytes\tr3", "v1\tTIME\twrite\tdev\t2 bytes\tr2"]);
+
+    let resolved = stack.ok(&["resolve", "/docs/a.md"]);
+    assert!(
+        resolved.starts_with("path: /docs/a.md\nkind: file\nversion: 2\nsize: 36\nreference: agentvfs:item:nd_"),
+        "{resolved}"
+    );
+}
+
+#[test]
+fn grep_prints_like_ripgrep() {
+    let stack = Stack::start();
+    stack.seed();
+    assert_eq!(
+        stack.ok(&["grep", "beta", "/", "-C", "1"]),
+        "/docs/a.md-1-alpha\n\
+         /docs/a.md:2:beta\n\
+         /docs/a.md-3-gamma\n\
+         --\n\
+         /docs/b.txt:1:one beta\n\
+         /docs/b.txt-2-two\n\
+         --\n\
+         /src/main.rs-1-fn main() {\n\
+         /src/main.rs:2:    println!(\"beta\");\n\
+         /src/main.rs-3-}\n"
+    );
+    // Overlapping context prints each line once, the match as a match, with no separator.
+    assert_eq!(
+        stack.ok(&["grep", "-n", "^(beta|delta)$", "/docs", "-A", "1"]),
+        "/docs/a.md:2:beta\n\
+         /docs/a.md-3-gamma\n\
+         /docs/a.md:4:delta\n\
+         /docs/a.md-5-epsilon\n"
+    );
+    assert_eq!(stack.ok(&["grep", "-i", "-F", "BETA", "/docs"]), "/docs/a.md:2:beta\n/docs/b.txt:1:one beta\n");
+    assert_eq!(stack.ok(&["grep", "-c", "a", "/docs"]), "/docs/a.md:5\n/docs/b.txt:1\n");
+    assert_eq!(stack.ok(&["grep", "-l", "beta", "--type", "rust"]), "/src/main.rs\n");
+    assert_eq!(stack.ok(&["grep", "-l", "beta", "--glob", "*.txt"]), "/docs/b.txt\n");
+    assert_eq!(stack.ok(&["grep", "-U", "-N", "alpha\\nbeta", "/docs"]), "/docs/a.md:alpha\n/docs/a.md:beta\n");
+
+    // The index follows commits asynchronously: poll until it has the file.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let hits = stack.ok(&["search", "epsilon"]);
+        if !hits.is_empty() {
+            assert!(hits.starts_with("/docs/a.md:v1: "), "{hits}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "search never found the file");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn edit_previews_unless_applied() {
+    let stack = Stack::start();
+    stack.seed();
+    let patch = stack._temp.path().join("edits.json");
+    std::fs::write(&patch, r#"[{"type":"replace","old_text":"beta","new_text":"BETA"}]"#).unwrap();
+    let patch = patch.to_str().unwrap();
+    let diff =
+        "--- /docs/a.md@v1\n+++ /docs/a.md@edited\n@@ -1,5 +1,5 @@\n alpha\n-beta\n+BETA\n gamma\n delta\n epsilon\n";
+
+    assert_eq!(
+        stack.ok(&["edit", "/docs/a.md", "--patch", patch, "--version", "1"]),
+        format!("{diff}preview of an edit to v1: nothing saved (save with --apply --idempotency-key KEY)\n")
+    );
+    assert_eq!(stack.ok(&["read", "/docs/a.md", "--lines", "2:2"]), "beta\n");
+
+    let out = stack.run(&["edit", "/docs/a.md", "--patch", patch, "--version", "1", "--apply"]);
+    assert_eq!(out.code, 2, "--apply without --idempotency-key is a usage error: {out:?}");
+
+    assert_eq!(
+        stack.ok(&["edit", "/docs/a.md", "--patch", patch, "--version", "1", "--apply", "--idempotency-key", "e1"]),
+        format!("{diff}applied: v1 -> v2\n")
+    );
+    assert_eq!(stack.ok(&["read", "/docs/a.md", "--lines", "2:2"]), "BETA\n");
+    assert!(stack.ok(&["diff", "/docs/a.md", "--from", "1", "--to", "2"]).contains("-beta\n+BETA\n"));
+}
+
+#[test]
+fn errors_name_the_reason_the_next_step_and_exit_by_class() {
+    let stack = Stack::start();
+    stack.seed();
+    let out = stack.run(&["read", "/docs/missing.md"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.stdout, "");
+    let mut lines = out.stderr.lines();
+    assert_eq!(lines.next().unwrap(), "error: NOT_FOUND: /docs/missing.md was not found.");
+    assert!(lines.next().unwrap().starts_with("next: "), "{}", out.stderr);
+
+    let out = stack.run(&["read", "/docs/../a.md"]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.starts_with("error: PATH_TRAVERSAL: "), "{}", out.stderr);
+    assert!(out.stderr.contains("\nnext: "), "{}", out.stderr);
+
+    // read-many prints what it could and exits with the first failure's class.
+    let out = stack.run(&["read-many", "/docs/b.txt", "/docs/missing.md"]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.stdout, "==> /docs/b.txt <==\none beta\ntwo\n");
+    assert!(out.stderr.starts_with("error: /docs/missing.md: NOT_FOUND: "), "{}", out.stderr);
+
+    let out = stack.run(&["read", "/docs/a.md", "--lines", "3:1"]);
+    assert_eq!(out.code, 2, "{out:?}");
+
+    let out = stack.run(&["--space", "nope", "ls"]);
+    assert_eq!(out.code, 3, "{out:?}");
+
+    let out = stack.run(&["--json", "read", "/docs/missing.md"]);
+    assert_eq!(out.code, 3);
+    let error: serde_json::Value = serde_json::from_str(out.stderr.trim()).unwrap();
+    assert_eq!(error["error"]["reason"], "NOT_FOUND");
+    assert_eq!(error["error"]["metadata"]["retryable"], "false");
+
+    let unreachable =
+        Command::new(env!("CARGO_BIN_EXE_agentvfs")).args(["--addr", "127.0.0.1:1", "ls"]).output().unwrap();
+    assert_eq!(unreachable.status.code(), Some(6));
+}
+
+#[test]
+fn json_prints_one_proto_json_line_per_page_and_cursors_are_never_dropped() {
+    let stack = Stack::start();
+    stack.seed();
+    let read: serde_json::Value =
+        serde_json::from_str(&stack.ok(&["--json", "read", "/docs/a.md", "--lines", "1:1"])).unwrap();
+    assert_eq!(read["content"], "alpha\n");
+    assert_eq!(read["path"], "/docs/a.md");
+    assert_eq!(read["totalLines"], "6");
+    assert_eq!(read["next"]["startLine"], "2");
+
+    // One page of two entries, with the token to continue in the JSON.
+    let page = stack.ok(&["--json", "ls", "--page-size", "2"]);
+    assert_eq!(page.lines().count(), 1);
+    let page: serde_json::Value = serde_json::from_str(&page).unwrap();
+    assert_eq!(page["entries"].as_array().unwrap().len(), 2);
+    assert_eq!(page["entries"][0]["kind"], "NODE_KIND_FILE");
+    let token = page["nextPageToken"].as_str().unwrap();
+
+    // In text the token goes to stderr; --page-token continues; --all follows every page.
+    let out = stack.run(&["ls", "--page-size", "2"]);
+    assert_eq!(out.stdout.lines().count(), 2);
+    assert_eq!(out.stderr, format!("next page token: {token}\n"));
+    let rest = stack.ok(&["ls", "--page-size", "2", "--page-token", token, "--all"]);
+    let all = stack.ok(&["ls", "--page-size", "2", "--all"]);
+    assert_eq!(all, format!("{}{rest}", out.stdout));
+    assert_eq!(all, stack.ok(&["ls"]));
+
+    let written: serde_json::Value =
+        serde_json::from_str(&stack.ok(&["--json", "write", "/n.txt", "--content", "n"])).unwrap();
+    assert_eq!(written["created"], true);
+    assert_eq!(written["version"], "1");
+}
+
+#[test]
+fn batch_and_admin_commands() {
+    let stack = Stack::start();
+    let actions = stack._temp.path().join("actions.json");
+    std::fs::write(&actions, r#"[{"mkdir":{"path":"/new"}},{"create":{"path":"/new/x.md","content":"hi\n"}}]"#)
+        .unwrap();
+    let actions = actions.to_str().unwrap();
+    assert_eq!(
+        stack.ok(&["batch", actions]),
+        "#0 ok: create folder /new\n#1 ok: create /new/x.md (3 bytes)\n\
+         preview: nothing applied (apply with --apply --idempotency-key KEY)\n"
+    );
+    assert_eq!(stack.run(&["read", "/new/x.md"]).code, 3);
+    assert!(
+        stack
+            .ok(&["batch", actions, "--apply", "--idempotency-key", "b1"])
+            .ends_with("applied 2 actions at revision 2\n")
+    );
+    assert_eq!(stack.ok(&["read", "/new/x.md"]), "hi\n");
+
+    let created = stack.ok(&["space", "create", "other"]);
+    assert!(created.starts_with("created space other (sp_"), "{created}");
+    let spaces: Vec<String> =
+        stack.ok(&["space", "list"]).lines().map(|l| l.split('\t').next().unwrap().to_owned()).collect();
+    assert_eq!(spaces, ["default", "other"]);
+    assert!(stack.ok(&["access", "set", "other", "alice", "viewer"]).starts_with("updated access of space other"));
+    assert_eq!(stack.run(&["access", "set", "other", "alice", "boss"]).code, 2);
+    assert!(stack.ok(&["quota", "set", "other", "--bytes", "1000000", "--files", "100"]).starts_with("updated quota"));
+    let functions = stack._temp.path().join("functions.json");
+    std::fs::write(
+        &functions,
+        r#"[{"name":"deploy","description":"Deploys.","parametersJsonSchema":"{}","returns":"ok"}]"#,
+    )
+    .unwrap();
+    let registered = stack.ok(&["functions", "register", "other", functions.to_str().unwrap()]);
+    assert!(registered.contains("wrote /functions/deploy.md\n"), "{registered}");
+    assert_eq!(stack.run(&["space", "delete", "other", "--confirm", "wrong"]).code, 2);
+    assert!(stack.ok(&["space", "delete", "other", "--confirm", "other"]).starts_with("deleted space other"));
+}

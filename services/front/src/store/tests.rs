@@ -105,8 +105,25 @@ fn model_write(
     Ok(Some(next))
 }
 
+/// Opens the store in `dir`. sled releases its file lock from a background
+/// thread after the last handle is dropped, so a reopen in the same process
+/// can briefly find it still held; a new process never does.
 fn open(dir: &std::path::Path) -> Store {
-    Store::open(dir, Durability::Group, StoreLimits::default()).unwrap()
+    try_open(dir).unwrap_or_else(|error| panic!("{error}"))
+}
+
+fn try_open(dir: &std::path::Path) -> Result<Store, OpenError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match Store::open(dir, Durability::Group, StoreLimits::default()) {
+            Err(OpenError::Sled { source, .. })
+                if source.to_string().contains("could not acquire lock") && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
 }
 
 fn listing(
@@ -334,7 +351,7 @@ fn a_directory_that_is_not_a_store_is_refused() {
         db.insert(FORMAT_KEY, &b"something-else"[..]).unwrap();
         db.flush().unwrap();
     }
-    let error = Store::open(dir.path(), Durability::Group, StoreLimits::default()).unwrap_err();
+    let error = try_open(dir.path()).unwrap_err();
     assert!(matches!(error, OpenError::Format { .. }), "{error}");
 }
 

@@ -6,12 +6,12 @@ use tonic::{Request, Response, Status};
 
 use super::page_token::{PageToken, fingerprint};
 use super::{Services, convert, idempotency, page_size};
-use crate::auth::Need;
+use crate::auth::{Caller, Need};
 use crate::error::{Error, Reason};
 use crate::path::SpacePath;
 use crate::reference::Reference;
 use crate::store::Generated;
-use crate::store::{NewSpace, Quota, Role, SpaceRecord};
+use crate::store::{NewSpace, Quota, Role, SpaceRecord, Store, Ticket};
 use crate::system_files::{Function, valid_function_name};
 use prost::Message as _;
 
@@ -113,118 +113,51 @@ impl Admin for Services {
         &self,
         request: Request<pb::DeleteSpaceRequest>,
     ) -> Result<Response<pb::DeleteSpaceResponse>, Status> {
-        let front = self.front.clone();
-        let caller = front.caller(&request)?;
-        let req = request.into_inner();
-        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
-        let response = front
-            .store
-            .clone()
-            .blocking(move |store| {
-                let space = front.space(&caller, &req.space, Need::Admin)?;
-                if req.confirm != space.name {
-                    return Err(Error::new(
-                        Reason::InvalidArgument,
-                        "Deleting a space needs `confirm` set to the space's exact name.",
-                    )
-                    .field("confirm"));
-                }
-                let scope = space.id.to_string();
-                idempotency::run(&front, &caller, &scope, "DeleteSpace", &req.idempotency_key, fingerprint, |ticket| {
-                    let response = pb::DeleteSpaceResponse { space_id: space.id.to_string() };
-                    store.delete_space(space.id, ticket.map(|t| (t, response.encode_to_vec())))?;
-                    Ok(response)
-                })
-            })
-            .await?;
-        self.front.store.durable().await?;
-        Ok(Response::new(response))
+        self.owner_mutation(request, "DeleteSpace", |store, _, space, req, ticket| {
+            if req.confirm != space.name {
+                return Err(Error::new(
+                    Reason::InvalidArgument,
+                    "Deleting a space needs `confirm` set to the space's exact name.",
+                )
+                .field("confirm"));
+            }
+            let response = pb::DeleteSpaceResponse { space_id: space.id.to_string() };
+            store.delete_space(space.id, ticket.map(|t| (t, response.encode_to_vec())))?;
+            Ok(response)
+        })
+        .await
     }
 
     async fn register_functions(
         &self,
         request: Request<pb::RegisterFunctionsRequest>,
     ) -> Result<Response<pb::RegisterFunctionsResponse>, Status> {
-        let front = self.front.clone();
-        let caller = front.caller(&request)?;
-        let req = request.into_inner();
-        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
-        let functions = parse_functions(req.functions.clone())?;
-        let response = front
-            .store
-            .clone()
-            .blocking(move |store| {
-                let space = front.space(&caller, &req.space, Need::Admin)?;
-                let scope = space.id.to_string();
-                idempotency::run(
-                    &front,
-                    &caller,
-                    &scope,
-                    "RegisterFunctions",
-                    &req.idempotency_key,
-                    fingerprint,
-                    |ticket| {
-                        let render = |g: &Generated| registered(g).encode_to_vec();
-                        let generated = store.register_functions(
-                            space.id,
-                            functions,
-                            &caller.principal,
-                            ticket.map(|t| (t, &render as &dyn Fn(&Generated) -> Vec<u8>)),
-                        )?;
-                        Ok(registered(&generated))
-                    },
-                )
-            })
-            .await?;
-        self.front.store.durable().await?;
-        Ok(Response::new(response))
+        let functions = parse_functions(request.get_ref().functions.clone())?;
+        self.owner_mutation(request, "RegisterFunctions", move |store, caller, space, _, ticket| {
+            let render = |g: &Generated| registered(g).encode_to_vec();
+            let ticket = ticket.map(|t| (t, &render as &dyn Fn(&Generated) -> Vec<u8>));
+            Ok(registered(&store.register_functions(space.id, functions, &caller.principal, ticket)?))
+        })
+        .await
     }
 
     async fn restore_default(
         &self,
         request: Request<pb::RestoreDefaultRequest>,
     ) -> Result<Response<pb::RestoreDefaultResponse>, Status> {
-        let front = self.front.clone();
-        let caller = front.caller(&request)?;
-        let req = request.into_inner();
-        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
-        let response = front
-            .store
-            .clone()
-            .blocking(move |store| {
-                let space = front.space(&caller, &req.space, Need::Admin)?;
-                let path = SpacePath::parse(&req.path).map_err(|e| {
-                    super::reference_error(crate::reference::ReferenceError::Path(e), "path", &req.path)
-                })?;
-                let scope = space.id.to_string();
-                idempotency::run(
-                    &front,
-                    &caller,
-                    &scope,
-                    "RestoreDefault",
-                    &req.idempotency_key,
-                    fingerprint,
-                    |ticket| {
-                        let render = |g: &Generated| restored_default(g).encode_to_vec();
-                        let generated = store.restore_default(
-                            space.id,
-                            &path,
-                            &caller.principal,
-                            ticket.map(|t| (t, &render as &dyn Fn(&Generated) -> Vec<u8>)),
-                        )?;
-                        Ok(restored_default(&generated))
-                    },
-                )
-            })
-            .await?;
-        self.front.store.durable().await?;
-        Ok(Response::new(response))
+        let path = SpacePath::parse(&request.get_ref().path).map_err(|e| {
+            super::reference_error(crate::reference::ReferenceError::Path(e), "path", &request.get_ref().path)
+        })?;
+        self.owner_mutation(request, "RestoreDefault", move |store, caller, space, _, ticket| {
+            let render = |g: &Generated| restored_default(g).encode_to_vec();
+            let ticket = ticket.map(|t| (t, &render as &dyn Fn(&Generated) -> Vec<u8>));
+            Ok(restored_default(&store.restore_default(space.id, &path, &caller.principal, ticket)?))
+        })
+        .await
     }
 
     async fn set_access(&self, request: Request<pb::SetAccessRequest>) -> Result<Response<pb::Space>, Status> {
-        let front = self.front.clone();
-        let caller = front.caller(&request)?;
-        let req = request.into_inner();
+        let req = request.get_ref();
         let role = match pb::Role::try_from(req.role) {
             Ok(pb::Role::Unspecified) => None,
             Ok(pb::Role::Viewer) => Some(Role::Viewer),
@@ -235,157 +168,95 @@ impl Admin for Services {
         if req.principal.is_empty() || req.principal.len() > 256 || req.principal.chars().any(char::is_control) {
             return Err(Error::invalid_argument("principal", "principal must be 1-256 printable characters.").into());
         }
-        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
-        let space = front
-            .store
-            .clone()
-            .blocking(move |store| {
-                let space = front.space(&caller, &req.space, Need::Admin)?;
-                let scope = space.id.to_string();
-                idempotency::run(&front, &caller, &scope, "SetAccess", &req.idempotency_key, fingerprint, |ticket| {
-                    let render = |space: &SpaceRecord| convert::space(space).encode_to_vec();
-                    let space = store.update_space(
-                        space.id,
-                        &caller.principal,
-                        |space| {
-                            space.access.retain(|(p, _)| p != &req.principal);
-                            if let Some(role) = role {
-                                space.access.push((req.principal.clone(), role));
-                                space.access.sort();
-                            }
-                            if !space.access.iter().any(|(_, r)| *r == Role::Owner) {
-                                return Err(Error::new(Reason::InvalidArgument, "A space keeps at least one owner.")
-                                    .field("role"));
-                            }
-                            Ok(())
-                        },
-                        ticket.map(|t| (t, &render as &dyn Fn(&SpaceRecord) -> Vec<u8>)),
-                    )?;
-                    Ok(convert::space(&space))
-                })
-            })
-            .await?;
-        self.front.store.durable().await?;
-        Ok(Response::new(space))
+        self.owner_mutation(request, "SetAccess", move |store, caller, space, req, ticket| {
+            let change = |space: &mut SpaceRecord| {
+                space.access.retain(|(p, _)| p != &req.principal);
+                if let Some(role) = role {
+                    space.access.push((req.principal.clone(), role));
+                    space.access.sort();
+                }
+                if !space.access.iter().any(|(_, r)| *r == Role::Owner) {
+                    return Err(Error::new(Reason::InvalidArgument, "A space keeps at least one owner.").field("role"));
+                }
+                Ok(())
+            };
+            update_space(store, caller, space, change, ticket)
+        })
+        .await
     }
 
     async fn set_quota(&self, request: Request<pb::SetQuotaRequest>) -> Result<Response<pb::Space>, Status> {
-        let front = self.front.clone();
-        let caller = front.caller(&request)?;
-        let req = request.into_inner();
-        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
-        let requested = req.quota.unwrap_or_default();
-        let space = front
-            .store
-            .clone()
-            .blocking(move |store| {
-                let space = front.space(&caller, &req.space, Need::Admin)?;
-                let quota =
-                    store.effective_quota(Quota { max_bytes: requested.max_bytes, max_files: requested.max_files });
-                let scope = space.id.to_string();
-                idempotency::run(&front, &caller, &scope, "SetQuota", &req.idempotency_key, fingerprint, |ticket| {
-                    let render = |space: &SpaceRecord| convert::space(space).encode_to_vec();
-                    let change = |space: &mut SpaceRecord| {
-                        space.quota = quota;
-                        Ok(())
-                    };
-                    let ticket = ticket.map(|t| (t, &render as &dyn Fn(&SpaceRecord) -> Vec<u8>));
-                    Ok(convert::space(&store.update_space(space.id, &caller.principal, change, ticket)?))
-                })
-            })
-            .await?;
-        self.front.store.durable().await?;
-        Ok(Response::new(space))
+        self.owner_mutation(request, "SetQuota", |store, caller, space, req, ticket| {
+            let requested = req.quota.unwrap_or_default();
+            let quota = store.effective_quota(Quota { max_bytes: requested.max_bytes, max_files: requested.max_files });
+            let change = |space: &mut SpaceRecord| {
+                space.quota = quota;
+                Ok(())
+            };
+            update_space(store, caller, space, change, ticket)
+        })
+        .await
     }
 
     async fn remove(&self, request: Request<pb::RemoveRequest>) -> Result<Response<pb::RemoveResponse>, Status> {
-        let front = self.front.clone();
-        let caller = front.caller(&request)?;
-        let req = request.into_inner();
-        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
-        let response = front
-            .store
-            .clone()
-            .blocking(move |store| {
-                let space = front.space(&caller, &req.space, Need::Admin)?;
-                let reference =
-                    Reference::parse(&req.path).map_err(|e| super::reference_error(e, "path", &req.path))?;
-                let scope = space.id.to_string();
-                idempotency::run(&front, &caller, &scope, "Remove", &req.idempotency_key, fingerprint, |ticket| {
-                    let (response, _) = store.mutate(space.id, &caller.principal, true, |store, commit| {
-                        let removed = match &reference {
-                            Reference::Item(node) if store.trashed(space.id, *node)?.is_some() => {
-                                commit.remove_trashed(store, *node)?
-                            }
-                            Reference::Item(node) => {
-                                let record = store.node(*node)?.filter(|r| r.space == space.id);
-                                let record = record.ok_or_else(|| Error::not_found(&req.path))?;
-                                remove_live(store, commit, &SpacePath::from_stored(record.path), req.recursive)?
-                            }
-                            Reference::Absolute(path) | Reference::Relative(path) => {
-                                remove_live(store, commit, path, req.recursive)?
-                            }
-                            _ => {
-                                return Err(Error::invalid_argument(
-                                    "path",
-                                    "Name a path or an agentvfs:item: reference in this space.",
-                                ));
-                            }
-                        };
-                        let response = pb::RemoveResponse { removed: removed as u64, revision: commit.revision() };
-                        commit.receipt = ticket.map(|t| (t.key, t.receipt(response.encode_to_vec())));
-                        Ok(response)
-                    })?;
-                    Ok(response)
-                })
-            })
-            .await?;
-        self.front.store.durable().await?;
-        Ok(Response::new(response))
+        let path = &request.get_ref().path;
+        let reference = Reference::parse(path).map_err(|e| super::reference_error(e, "path", path))?;
+        self.owner_mutation(request, "Remove", move |store, caller, space, req, ticket| {
+            let (response, _) = store.mutate(space.id, &caller.principal, true, |store, commit| {
+                let removed = match &reference {
+                    Reference::Item(node) if store.trashed(space.id, *node)?.is_some() => {
+                        commit.remove_trashed(store, *node)?
+                    }
+                    Reference::Item(node) => {
+                        let record = store.node(*node)?.filter(|r| r.space == space.id);
+                        let record = record.ok_or_else(|| Error::not_found(&req.path))?;
+                        remove_live(store, commit, &SpacePath::from_stored(record.path), req.recursive)?
+                    }
+                    Reference::Absolute(path) | Reference::Relative(path) => {
+                        remove_live(store, commit, path, req.recursive)?
+                    }
+                    _ => {
+                        return Err(Error::invalid_argument(
+                            "path",
+                            "Name a path or an agentvfs:item: reference in this space.",
+                        ));
+                    }
+                };
+                let response = pb::RemoveResponse { removed: removed as u64, revision: commit.revision() };
+                commit.receipt = ticket.map(|t| (t.key, t.receipt(response.encode_to_vec())));
+                Ok(response)
+            })?;
+            Ok(response)
+        })
+        .await
     }
 
     async fn restore(&self, request: Request<pb::RestoreRequest>) -> Result<Response<pb::RestoreResponse>, Status> {
-        let front = self.front.clone();
-        let caller = front.caller(&request)?;
-        let req = request.into_inner();
-        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
-        let response = front
-            .store
-            .clone()
-            .blocking(move |store| {
-                let space = front.space(&caller, &req.space, Need::Admin)?;
-                let reference = Reference::parse(&req.reference)
-                    .map_err(|e| super::reference_error(e, "reference", &req.reference))?;
-                let scope = space.id.to_string();
-                idempotency::run(&front, &caller, &scope, "Restore", &req.idempotency_key, fingerprint, |ticket| {
-                    let node = match reference {
-                        Reference::Item(node) => node,
-                        Reference::Absolute(path) | Reference::Relative(path) => store
-                            .trashed_at(space.id, &path)?
-                            .ok_or_else(|| Error::not_found(format!("{path} in the trash")))?,
-                        _ => {
-                            return Err(Error::invalid_argument(
-                                "reference",
-                                "Name a trashed item by ID or original path.",
-                            ));
-                        }
-                    };
-                    let (response, _) = store.mutate(space.id, &caller.principal, true, |store, commit| {
-                        let (path, restored) = commit.restore(store, node)?;
-                        let response = pb::RestoreResponse {
-                            path: path.to_string(),
-                            restored: restored as u64,
-                            revision: commit.revision(),
-                        };
-                        commit.receipt = ticket.map(|t| (t.key, t.receipt(response.encode_to_vec())));
-                        Ok(response)
-                    })?;
-                    Ok(response)
-                })
-            })
-            .await?;
-        self.front.store.durable().await?;
-        Ok(Response::new(response))
+        let given = &request.get_ref().reference;
+        let reference = Reference::parse(given).map_err(|e| super::reference_error(e, "reference", given))?;
+        self.owner_mutation(request, "Restore", move |store, caller, space, _, ticket| {
+            let node = match reference {
+                Reference::Item(node) => node,
+                Reference::Absolute(path) | Reference::Relative(path) => store
+                    .trashed_at(space.id, &path)?
+                    .ok_or_else(|| Error::not_found(format!("{path} in the trash")))?,
+                _ => {
+                    return Err(Error::invalid_argument("reference", "Name a trashed item by ID or original path."));
+                }
+            };
+            let (response, _) = store.mutate(space.id, &caller.principal, true, |store, commit| {
+                let (path, restored) = commit.restore(store, node)?;
+                let response = pb::RestoreResponse {
+                    path: path.to_string(),
+                    restored: restored as u64,
+                    revision: commit.revision(),
+                };
+                commit.receipt = ticket.map(|t| (t.key, t.receipt(response.encode_to_vec())));
+                Ok(response)
+            })?;
+            Ok(response)
+        })
+        .await
     }
 
     async fn compact(&self, request: Request<pb::CompactRequest>) -> Result<Response<pb::CompactResponse>, Status> {
@@ -424,6 +295,82 @@ impl Admin for Services {
         self.front.store.durable().await?;
         Ok(Response::new(response))
     }
+}
+
+/// Admin requests that change one space, named by `space`, under `idempotency_key`.
+trait SpaceMutation: prost::Message + Send + 'static {
+    fn space(&self) -> &str;
+    fn key(&self) -> &str;
+}
+
+macro_rules! space_mutation {
+    ($($request:ty),* $(,)?) => {$(
+        impl SpaceMutation for $request {
+            fn space(&self) -> &str {
+                &self.space
+            }
+            fn key(&self) -> &str {
+                &self.idempotency_key
+            }
+        }
+    )*};
+}
+
+space_mutation!(
+    pb::DeleteSpaceRequest,
+    pb::SetAccessRequest,
+    pb::SetQuotaRequest,
+    pb::RemoveRequest,
+    pb::RestoreRequest,
+    pb::RegisterFunctionsRequest,
+    pb::RestoreDefaultRequest,
+);
+
+impl Services {
+    /// Runs a change of one space for its owner, on the blocking pool:
+    /// idempotent under the request's key (scoped to the space and
+    /// `method`), and on disk before the reply.
+    async fn owner_mutation<Req, Resp>(
+        &self,
+        request: Request<Req>,
+        method: &'static str,
+        op: impl FnOnce(&Store, &Caller, &SpaceRecord, &Req, Option<Ticket>) -> Result<Resp, Error> + Send + 'static,
+    ) -> Result<Response<Resp>, Status>
+    where
+        Req: SpaceMutation,
+        Resp: prost::Message + Default + Send + 'static,
+    {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        let fingerprint = idempotency::fingerprint(req.key(), &req);
+        let response = front
+            .store
+            .clone()
+            .blocking(move |store| {
+                let space = front.space(&caller, req.space(), Need::Admin)?;
+                let scope = space.id.to_string();
+                idempotency::run(&front, &caller, &scope, method, req.key(), fingerprint, |ticket| {
+                    op(store, &caller, &space, &req, ticket)
+                })
+            })
+            .await?;
+        self.front.store.durable().await?;
+        Ok(Response::new(response))
+    }
+}
+
+/// Changes a space's settings, leaving the receipt of the reply with them.
+fn update_space(
+    store: &Store,
+    caller: &Caller,
+    space: &SpaceRecord,
+    change: impl FnOnce(&mut SpaceRecord) -> Result<(), Error>,
+    ticket: Option<Ticket>,
+) -> Result<pb::Space, Error> {
+    let render = |space: &SpaceRecord| convert::space(space).encode_to_vec();
+    let ticket = ticket.map(|t| (t, &render as &dyn Fn(&SpaceRecord) -> Vec<u8>));
+    Ok(convert::space(&store.update_space(space.id, &caller.principal, change, ticket)?))
 }
 
 fn parse_functions(functions: Vec<pb::FunctionSpec>) -> Result<Vec<Function>, Error> {

@@ -3,148 +3,26 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead as _, BufReader, Write as _};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Builds the front and the worker next to the `agentvfs` binary: in a
-/// workspace test run cargo builds other packages' binaries only on request.
-/// A no-op when they are up to date; a stale one would test old code.
-fn server_binaries() -> PathBuf {
-    static BUILD: std::sync::Once = std::sync::Once::new();
-    let dir = Path::new(env!("CARGO_BIN_EXE_agentvfs")).parent().unwrap().to_owned();
-    BUILD.call_once(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let mut build = Command::new(cargo);
-        build.args(["build", "-p", "agentvfs-front", "-p", "agentvfs-worker"]);
-        if !dir.ends_with("debug") {
-            build.arg("--release");
-        }
-        assert!(build.status().unwrap().success(), "building agentvfs-front and agentvfs-worker failed");
-    });
-    dir
-}
+use support::Stack;
 
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A worker and a dev-mode front with a space named `default`.
-struct Stack {
-    addr: String,
-    _front: Killed,
-    _worker: Killed,
-    _temp: tempfile::TempDir,
-}
-
-fn listening_address(child: &mut Child) -> String {
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}")).to_owned()
-}
-
-impl Stack {
-    fn start() -> Stack {
-        let dir = server_binaries();
-        let temp = tempfile::tempdir().unwrap();
-        // The worker must be told the front's address before the front exists.
-        let front_addr =
-            format!("127.0.0.1:{}", TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
-        let mut worker = Killed(
-            Command::new(dir.join("agentvfs-worker"))
-                .args(["--listen", "127.0.0.1:0", "--front", &front_addr, "--index-dir"])
-                .arg(temp.path().join("index"))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let worker_addr = listening_address(&mut worker.0);
-        let mut front = Killed(
-            Command::new(dir.join("agentvfs-front"))
-                .args(["--listen", &front_addr, "--worker", &worker_addr, "--dev", "--rate-limit", "0", "--data-dir"])
-                .arg(temp.path().join("data"))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        listening_address(&mut front.0);
-        let stack = Stack { addr: front_addr, _front: front, _worker: worker, _temp: temp };
-        // Listening is not yet serving: retry while the front reports itself unavailable.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let out = stack.run(&["space", "create", "default"]);
-            if out.code == 0 {
-                break;
-            }
-            assert!(out.code == 6 && Instant::now() < deadline, "space create failed: {out:?}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        stack
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.run_with_stdin(args, "")
-    }
-
-    fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Output {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
-            .args(["--addr", &self.addr])
-            .args(args)
-            .env_remove("AGENTVFS_SPACE")
-            .env_remove("AGENTVFS_TOKEN")
-            .env_remove("AGENTVFS_SESSION")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-        let output = child.wait_with_output().unwrap();
-        Output {
-            code: output.status.code().unwrap(),
-            stdout: String::from_utf8(output.stdout).unwrap(),
-            stderr: String::from_utf8(output.stderr).unwrap(),
-        }
-    }
-
-    /// Runs a command that must succeed and returns its stdout.
-    #[track_caller]
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert_eq!(out.code, 0, "agentvfs {args:?}: {out:?}");
-        out.stdout
-    }
-
-    /// The files every golden test reads.
-    fn seed(&self) {
-        self.ok(&["write", "/docs/a.md", "--content", "alpha\nbeta\ngamma\ndelta\nepsilon\nzeta\n"]);
-        self.ok(&["write", "/docs/b.txt", "--content", "one beta\ntwo\n"]);
-        let out = self.run_with_stdin(&["write", "/src/main.rs"], "fn main() {\n    println!(\"beta\");\n}\n");
-        assert_eq!(out.code, 0, "{out:?}");
-    }
-}
-
-#[derive(Debug)]
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
+/// The files every golden test reads.
+fn seed(stack: &Stack) {
+    stack.ok(&["write", "/docs/a.md", "--content", "alpha\nbeta\ngamma\ndelta\nepsilon\nzeta\n"]);
+    stack.ok(&["write", "/docs/b.txt", "--content", "one beta\ntwo\n"]);
+    let out = stack.run_with_stdin(&["write", "/src/main.rs"], "fn main() {\n    println!(\"beta\");\n}\n");
+    assert_eq!(out.code, 0, "{out:?}");
 }
 
 #[test]
 fn file_commands_print_golden_output() {
     let stack = Stack::start();
     assert_eq!(stack.ok(&["write", "/docs/a.md", "--content", "x\n"]), "created /docs/a.md v1 (2 bytes)\n");
-    stack.seed();
+    seed(&stack);
 
     assert_eq!(
         stack.ok(&["ls", "/docs"]),
@@ -190,7 +68,7 @@ fn file_commands_print_golden_output() {
 #[test]
 fn grep_prints_like_ripgrep() {
     let stack = Stack::start();
-    stack.seed();
+    seed(&stack);
     assert_eq!(
         stack.ok(&["grep", "beta", "/", "-C", "1"]),
         "/docs/a.md-1-alpha\n\
@@ -234,8 +112,8 @@ fn grep_prints_like_ripgrep() {
 #[test]
 fn edit_previews_unless_applied() {
     let stack = Stack::start();
-    stack.seed();
-    let patch = stack._temp.path().join("edits.json");
+    seed(&stack);
+    let patch = stack.temp.path().join("edits.json");
     std::fs::write(&patch, r#"[{"type":"replace","old_text":"beta","new_text":"BETA"}]"#).unwrap();
     let patch = patch.to_str().unwrap();
     let diff =
@@ -261,7 +139,7 @@ fn edit_previews_unless_applied() {
 #[test]
 fn errors_name_the_reason_the_next_step_and_exit_by_class() {
     let stack = Stack::start();
-    stack.seed();
+    seed(&stack);
     let out = stack.run(&["read", "/docs/missing.md"]);
     assert_eq!(out.code, 3, "{out:?}");
     assert_eq!(out.stdout, "");
@@ -300,7 +178,7 @@ fn errors_name_the_reason_the_next_step_and_exit_by_class() {
 #[test]
 fn json_prints_one_proto_json_line_per_page_and_cursors_are_never_dropped() {
     let stack = Stack::start();
-    stack.seed();
+    seed(&stack);
     let read: serde_json::Value =
         serde_json::from_str(&stack.ok(&["--json", "read", "/docs/a.md", "--lines", "1:1"])).unwrap();
     assert_eq!(read["content"], "alpha\n");
@@ -334,7 +212,7 @@ fn json_prints_one_proto_json_line_per_page_and_cursors_are_never_dropped() {
 #[test]
 fn batch_and_admin_commands() {
     let stack = Stack::start();
-    let actions = stack._temp.path().join("actions.json");
+    let actions = stack.temp.path().join("actions.json");
     std::fs::write(&actions, r#"[{"mkdir":{"path":"/new"}},{"create":{"path":"/new/x.md","content":"hi\n"}}]"#)
         .unwrap();
     let actions = actions.to_str().unwrap();
@@ -359,7 +237,7 @@ fn batch_and_admin_commands() {
     assert!(stack.ok(&["access", "set", "other", "alice", "viewer"]).starts_with("updated access of space other"));
     assert_eq!(stack.run(&["access", "set", "other", "alice", "boss"]).code, 2);
     assert!(stack.ok(&["quota", "set", "other", "--bytes", "1000000", "--files", "100"]).starts_with("updated quota"));
-    let functions = stack._temp.path().join("functions.json");
+    let functions = stack.temp.path().join("functions.json");
     std::fs::write(
         &functions,
         r#"[{"name":"deploy","description":"Deploys.","parametersJsonSchema":"{}","returns":"ok"}]"#,

@@ -1,0 +1,133 @@
+//! What the command-line tests share: a real worker and dev-mode front on
+//! loopback ports, and a way to run the real `agentvfs` binary against them.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Builds the front and the worker next to the `agentvfs` binary: in a
+/// workspace test run cargo builds other packages' binaries only on request.
+/// A no-op when they are up to date; a stale one would test old code.
+pub fn server_binaries() -> PathBuf {
+    static BUILD: std::sync::Once = std::sync::Once::new();
+    let dir = Path::new(env!("CARGO_BIN_EXE_agentvfs")).parent().unwrap().to_owned();
+    BUILD.call_once(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let mut build = Command::new(cargo);
+        build.args(["build", "-p", "agentvfs-front", "-p", "agentvfs-worker"]);
+        if !dir.ends_with("debug") {
+            build.arg("--release");
+        }
+        assert!(build.status().unwrap().success(), "building agentvfs-front and agentvfs-worker failed");
+    });
+    dir
+}
+
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A worker and a dev-mode front with a space named `default`.
+pub struct Stack {
+    pub addr: String,
+    _front: Killed,
+    _worker: Killed,
+    pub temp: tempfile::TempDir,
+}
+
+pub fn listening_address(child: &mut Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}")).to_owned()
+}
+
+impl Stack {
+    pub fn start() -> Stack {
+        let dir = server_binaries();
+        let temp = tempfile::tempdir().unwrap();
+        // The worker must be told the front's address before the front exists.
+        let front_addr =
+            format!("127.0.0.1:{}", TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+        let mut worker = Killed(
+            Command::new(dir.join("agentvfs-worker"))
+                .args(["--listen", "127.0.0.1:0", "--front", &front_addr, "--index-dir"])
+                .arg(temp.path().join("index"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let worker_addr = listening_address(&mut worker.0);
+        let mut front = Killed(
+            Command::new(dir.join("agentvfs-front"))
+                .args(["--listen", &front_addr, "--worker", &worker_addr, "--dev", "--rate-limit", "0", "--data-dir"])
+                .arg(temp.path().join("data"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        listening_address(&mut front.0);
+        let stack = Stack { addr: front_addr, _front: front, _worker: worker, temp };
+        // Listening is not yet serving: retry while the front reports itself unavailable.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = stack.run(&["space", "create", "default"]);
+            if out.code == 0 {
+                break;
+            }
+            assert!(out.code == 6 && Instant::now() < deadline, "space create failed: {out:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        stack
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.run_with_stdin(args, "")
+    }
+
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+            .args(["--addr", &self.addr])
+            .args(args)
+            .env_remove("AGENTVFS_SPACE")
+            .env_remove("AGENTVFS_TOKEN")
+            .env_remove("AGENTVFS_SESSION")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        let output = child.wait_with_output().unwrap();
+        Output {
+            code: output.status.code().unwrap(),
+            stdout: String::from_utf8(output.stdout).unwrap(),
+            stderr: String::from_utf8(output.stderr).unwrap(),
+        }
+    }
+
+    /// Runs a command that must succeed and returns its stdout.
+    #[track_caller]
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert_eq!(out.code, 0, "agentvfs {args:?}: {out:?}");
+        out.stdout
+    }
+}
+
+#[derive(Debug)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}

@@ -127,3 +127,31 @@ async fn compaction_drops_old_history_and_keeps_the_latest() {
     let space = admin.get_space(pb::GetSpaceRequest { space: "s".into() }).await.unwrap().into_inner();
     assert_eq!(space.compacted_revision, compacted.compacted_revision);
 }
+
+#[tokio::test]
+async fn versions_name_the_key_of_the_batch_that_made_them() {
+    let front = Front::start().await;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    fs.write(write_text("s", "/a.md", "alpha\n")).await.unwrap();
+    let actions = vec![
+        Action::Create(pb::CreateAction { path: "/b.md".into(), content: "beta\n".into() }),
+        Action::Edit(pb::EditAction {
+            path: "/a.md".into(),
+            base_version: Some(1),
+            edits: vec![pb::TextEdit {
+                kind: Some(pb::text_edit::Kind::Replace(pb::ReplaceEdit {
+                    old_text: "alpha".into(),
+                    new_text: "ALPHA".into(),
+                    ..Default::default()
+                })),
+            }],
+        }),
+    ];
+    let applied = fs.batch(batch("s", actions, "batch-key-1")).await.unwrap().into_inner();
+    for path in ["/a.md", "/b.md"] {
+        let request = pb::ListVersionsRequest { space: "s".into(), path: path.into(), ..Default::default() };
+        let newest = fs.list_versions(request).await.unwrap().into_inner().versions.remove(0);
+        assert_eq!((newest.idempotency_key.as_str(), newest.revision), ("batch-key-1", applied.revision), "{path}");
+    }
+}

@@ -210,7 +210,7 @@ fn run(
                     .with("limit", limit)
                     .field(field("create.content")));
             }
-            let entry = put(commit, caller, &path, None, a.content.clone().into_bytes(), "batch");
+            let entry = put(commit, caller, req, &path, None, a.content.clone().into_bytes());
             Ok(ok(index, format!("create {path} ({} bytes)", entry.size), &path, Some(&entry), 1))
         }
         pb::batch_action::Action::Edit(a) => {
@@ -235,7 +235,7 @@ fn run(
                 )
                 .with("limit", limit));
             }
-            let new = put(commit, caller, &path, Some(&entry), edited.into_bytes(), "batch");
+            let new = put(commit, caller, req, &path, Some(&entry), edited.into_bytes());
             Ok(ok(index, format!("edit {path}: version {} -> {}", entry.version, new.version), &path, Some(&new), 1))
         }
         pb::batch_action::Action::Copy(a) => {
@@ -329,23 +329,25 @@ fn planned_text(store: &Store, commit: &Commit, target: &Target, entry: &Entry) 
     String::from_utf8(bytes).map_err(|_| Error::new(Reason::NotUtf8, format!("{} is not valid UTF-8.", target.path)))
 }
 
+/// Saves `bytes` at `path` as a new version made by `req` (which names it
+/// by its idempotency key when applied).
 fn put(
     commit: &mut Commit,
     caller: &Caller,
+    req: &pb::BatchRequest,
     path: &SpacePath,
     previous: Option<&Entry>,
     bytes: Vec<u8>,
-    operation: &str,
 ) -> Entry {
     let record = VersionRecord {
         hash: Hash::of(&bytes),
         size: bytes.len() as u64,
         text: TextMeta::analyze(&bytes),
         principal: caller.principal.clone(),
-        operation: operation.to_owned(),
+        operation: "batch".to_owned(),
         revision: 0,
         time_ms: 0,
-        idempotency_key: None,
+        idempotency_key: (req.apply && !req.idempotency_key.is_empty()).then(|| req.idempotency_key.clone()),
         tool_call: caller.tool_call.clone(),
     };
     commit.put_file(path, previous, record, Arc::new(bytes), false)

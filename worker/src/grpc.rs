@@ -128,6 +128,7 @@ impl Worker for WorkerService {
             .await
             .map_err(|e| status(Code::Internal, "INTERNAL", &format!("index task failed: {e}")))?
             .map_err(|e| status(Code::Internal, "INTERNAL", &e.to_string()))?;
+        fault_point!("index::before_ack");
         Ok(Response::new(pb::IndexAck { committed_sequence: committed }))
     }
 

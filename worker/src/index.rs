@@ -198,9 +198,11 @@ impl SearchIndex {
             progress.sequence = progress.sequence.max(job.sequence);
         }
         let payload = serde_json::to_string(&progress).map_err(|e| IndexError(e.to_string()))?;
+        fault_point!("index::before_commit");
         let mut commit = writer.prepare_commit()?;
         commit.set_payload(&payload);
         commit.commit()?;
+        fault_point!("index::after_commit");
         self.reader.reload()?;
         *lock(&self.progress) = progress.clone();
         Ok(progress.sequence)

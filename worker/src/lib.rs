@@ -23,6 +23,15 @@
 //! assert_eq!(found.hits[0].line.number, 2);
 //! ```
 
+/// A fault point for crash tests: with the `failpoints` feature, the action
+/// `FAILPOINTS` gives it (see the `fail` crate) runs here; otherwise nothing.
+macro_rules! fault_point {
+    ($name:literal) => {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!($name);
+    };
+}
+
 pub mod cache;
 pub mod config;
 pub mod fetch;

@@ -13,6 +13,8 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(error) => return fail(2, &error),
     };
+    #[cfg(feature = "failpoints")]
+    let _failpoints = arm_failpoints();
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTVFS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let logs = tracing_subscriber::fmt()
@@ -65,4 +67,17 @@ async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
+}
+
+/// With the `failpoints` feature, arms the fault points named in
+/// `FAILPOINTS` (`name=action;…`, see the `fail` crate) and makes any panic,
+/// such as a point's `panic` action, abort the process as a crash would.
+#[cfg(feature = "failpoints")]
+fn arm_failpoints() -> fail::FailScenario<'static> {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
+    fail::FailScenario::setup()
 }

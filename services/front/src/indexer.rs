@@ -116,7 +116,9 @@ async fn follow(
             continue;
         }
         let batch = pb::IndexJobBatch { jobs: jobs.iter().map(|(sequence, job)| to_proto(*sequence, job)).collect() };
+        fault_point!("indexer::before_deliver");
         let ack = client.apply_index_jobs(batch).await.map_err(|s| s.message().to_owned())?.into_inner();
+        fault_point!("indexer::after_ack");
         cursor = ack.committed_sequence.max(cursor);
         progress.set(me, cursor);
         if let Some(slowest) = progress.slowest() {

@@ -17,6 +17,15 @@
 //! assert!(SpacePath::parse("/notes/../etc").is_err());
 //! ```
 
+/// A fault point for crash tests: with the `failpoints` feature, the action
+/// `FAILPOINTS` gives it (see the `fail` crate) runs here; otherwise nothing.
+macro_rules! fault_point {
+    ($name:literal) => {
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!($name);
+    };
+}
+
 pub mod admission;
 pub mod auth;
 pub mod config;

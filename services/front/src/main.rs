@@ -19,6 +19,8 @@ fn main() -> ExitCode {
         print!("{}", config.describe());
         return ExitCode::SUCCESS;
     }
+    #[cfg(feature = "failpoints")]
+    let _failpoints = arm_failpoints();
     init_logging(config.log_format);
     let auth = match &config.tokens {
         Some(path) => match Authenticator::from_file(path, config.dev) {
@@ -88,4 +90,17 @@ async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
+}
+
+/// With the `failpoints` feature, arms the fault points named in
+/// `FAILPOINTS` (`name=action;…`, see the `fail` crate) and makes any panic,
+/// such as a point's `panic` action, abort the process as a crash would.
+#[cfg(feature = "failpoints")]
+fn arm_failpoints() -> fail::FailScenario<'static> {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
+    fail::FailScenario::setup()
 }

@@ -1,36 +1,61 @@
-//! Crash loop: writers with idempotency keys run against the real front
-//! while a nemesis SIGKILLs it at random moments. After each restart every
-//! call whose outcome is unknown is resolved by replaying its key, then the
-//! invariants are checked: every acknowledged write is readable with its
-//! bytes, version chains are unbroken, no version comes from a call that
-//! did not succeed, each key applied at most once, and the space revision
-//! never goes back. `AGENTVFS_CRASH_CYCLES` sets the number of cycles
-//! (default 50; run thousands by hand).
+//! Crash loop: client tasks over several spaces write with base versions,
+//! edit, apply batches of 1–20 actions and read, every change under a unique
+//! idempotency key, while a nemesis SIGKILLs the front, the worker or both
+//! at random moments, or arms a fault point at a storage boundary (before
+//! the transaction, after commit before the flush, after the flush before
+//! the reply, around outbox delivery, around the worker's index commit and
+//! before its acknowledgement) that aborts the process when reached.
+//!
+//! Every call is recorded as ok, failed or unknown. After each cycle the
+//! unknown ones are settled by replaying their keys, then the invariants are
+//! checked: reads saw the latest acknowledged bytes; each file's version
+//! chain is unbroken and made of exactly the acknowledged changes (so a key
+//! applied at most once, and nothing from a call that failed); each batch
+//! landed whole at one revision; space revisions never go back. At the end
+//! every acknowledged version is read back byte for byte and, once the
+//! index has caught up, `Search` sees exactly the files of the store.
+//!
+//! `AGENTVFS_CRASH_CYCLES` sets the number of cycles (default 50; run
+//! thousands by hand), `AGENTVFS_CRASH_SEED` the seed of a run to repeat.
 
 // Tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
 mod support;
 
-use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use agentvfs_proto::v1 as pb;
-use support::{Front, read, write_text};
+use agentvfs_proto::v1::batch_action::Action;
+use agentvfs_proto::v1::file_system_client::FileSystemClient;
+use support::{Stack, failpoint_binaries, read, reason};
 use tonic::Code;
+use tonic::transport::Channel;
 
-const PATHS: usize = 6;
-const WRITERS: usize = 4;
+const SPACES: usize = 3;
+const TASKS: usize = 6;
+/// Files each task owns and rewrites; batches also create new ones.
+const FILES: usize = 6;
+/// Every file holds this word, so `Search` for it lists every file.
+const MARKER: &str = "crashmarker";
 
-#[derive(Debug, Clone)]
-struct Call {
-    key: String,
-    path: String,
-    content: String,
-}
+/// Fault points of the front, armed in turn.
+const FRONT_POINTS: [&str; 5] = [
+    "store::before_commit",
+    "store::after_commit",
+    "store::after_flush",
+    "indexer::before_deliver",
+    "indexer::after_ack",
+];
+/// Fault points of the worker, armed in turn.
+const WORKER_POINTS: [&str; 3] = ["index::before_commit", "index::after_commit", "index::before_ack"];
 
 /// A small deterministic generator (xorshift), so a failing run can be
 /// repeated from its seed.
+#[derive(Debug, Clone)]
 struct Rng(u64);
 
 impl Rng {
@@ -40,120 +65,544 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0
     }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
 }
 
-fn request(call: &Call) -> pb::WriteRequest {
-    pb::WriteRequest { idempotency_key: call.key.clone(), ..write_text("s", &call.path, &call.content) }
+fn space(task: usize) -> String {
+    format!("s{}", task % SPACES)
+}
+
+fn file(task: usize, index: usize) -> String {
+    format!("/t{task}/f{index}.txt")
+}
+
+/// File content naming the key that wrote it, with some filler; now and
+/// then more than one 64 KiB content chunk.
+fn content(key: &str, rng: &mut Rng) -> String {
+    let lines = if rng.below(20) == 0 { 3_000 } else { rng.below(40) };
+    let mut text = format!("{MARKER}\nkey {key}\n");
+    for n in 0..lines {
+        text.push_str(&format!("line {n} of {key}\n"));
+    }
+    text
+}
+
+fn replace(old: &str, new: &str) -> pb::TextEdit {
+    pb::TextEdit {
+        kind: Some(pb::text_edit::Kind::Replace(pb::ReplaceEdit {
+            old_text: old.into(),
+            new_text: new.into(),
+            ..Default::default()
+        })),
+    }
+}
+
+/// What a task believes a file holds: its latest version and bytes.
+#[derive(Debug, Clone)]
+struct Latest {
+    version: u64,
+    content: String,
+    /// The key named in the content's `key` line.
+    key: String,
+}
+
+/// A version some call made: `key` wrote `content` to `path` at `revision`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Made {
+    space: String,
+    path: String,
+    version: u64,
+    key: String,
+    revision: u64,
+    content: String,
+}
+
+/// One call as sent, so that an unknown outcome can be replayed.
+#[derive(Debug, Clone)]
+enum Call {
+    Write(pb::WriteRequest),
+    Edit(pb::EditRequest),
+    Batch(pb::BatchRequest),
+}
+
+/// What a call changes if it succeeds: `(path, expected new content)`.
+#[derive(Debug, Clone)]
+struct Planned {
+    call: Call,
+    key: String,
+    space: String,
+    changes: Vec<(String, String)>,
+    /// Meant to fail (a stale base version): it must change nothing.
+    stale: bool,
+}
+
+#[derive(Debug)]
+enum Outcome {
+    /// The versions it made, in `changes` order, and its revision.
+    Ok(Vec<u64>, u64),
+    Failed(String),
+    Unknown,
+}
+
+async fn send(fs: &mut FileSystemClient<Channel>, call: &Call) -> Outcome {
+    let result = match call.clone() {
+        Call::Write(request) => fs.write(request).await.map(|r| {
+            let r = r.into_inner();
+            Outcome::Ok(vec![r.version], r.revision)
+        }),
+        Call::Edit(request) => fs.edit(request).await.map(|r| {
+            let r = r.into_inner();
+            Outcome::Ok(vec![r.version], r.revision)
+        }),
+        Call::Batch(request) => fs.batch(request).await.map(|r| {
+            let r = r.into_inner();
+            match r.failed_index {
+                // Refused as a whole: nothing applied.
+                Some(index) => {
+                    Outcome::Failed(format!("batch action {index} failed: {:?}", r.outcomes.get(index as usize)))
+                }
+                None => {
+                    Outcome::Ok(r.outcomes.iter().filter(|o| o.version > 0).map(|o| o.version).collect(), r.revision)
+                }
+            }
+        }),
+    };
+    match result {
+        Ok(outcome) => outcome,
+        // The crash cut the call: it may or may not have applied.
+        Err(status)
+            if matches!(status.code(), Code::Unavailable | Code::Unknown | Code::Cancelled | Code::Internal) =>
+        {
+            Outcome::Unknown
+        }
+        Err(status) if status.code() == Code::FailedPrecondition || status.code() == Code::Aborted => {
+            Outcome::Failed(reason(&status))
+        }
+        Err(status) => panic!("unexpected failure {status:?} for {call:?}"),
+    }
+}
+
+/// One client task: owns `FILES` files in its space and knows their state.
+struct Task {
+    id: usize,
+    space: String,
+    files: Vec<Option<Latest>>,
+    rng: Rng,
+}
+
+impl Task {
+    /// Plans the next change: a write, an edit, a batch, or one meant to
+    /// fail. `None` means a read instead.
+    fn plan(&mut self, key: String) -> Option<Planned> {
+        let index = self.rng.below(FILES);
+        let path = file(self.id, index);
+        let latest = self.files[index].clone();
+        let base = latest.as_ref().map_or(0, |l| l.version);
+        let roll = self.rng.below(100);
+        let space = self.space.clone();
+        let planned = |call, changes, stale| Planned { call, key: key.clone(), space: space.clone(), changes, stale };
+        if roll < 20 {
+            return None;
+        }
+        if roll < 50 || latest.is_none() {
+            let text = content(&key, &mut self.rng);
+            let request = pb::WriteRequest {
+                space: self.space.clone(),
+                path: path.clone(),
+                body: Some(pb::write_request::Body::Content(text.clone())),
+                expected_version: Some(base),
+                idempotency_key: key.clone(),
+                ..Default::default()
+            };
+            return Some(planned(Call::Write(request), vec![(path, text)], false));
+        }
+        let latest = latest.unwrap_or_else(|| unreachable!());
+        if roll < 70 {
+            let (old, new) = (format!("key {}\n", latest.key), format!("key {key}\n"));
+            let request = pb::EditRequest {
+                space: self.space.clone(),
+                path: path.clone(),
+                base_version: Some(base),
+                edits: vec![replace(&old, &new)],
+                idempotency_key: key.clone(),
+                ..Default::default()
+            };
+            return Some(planned(Call::Edit(request), vec![(path, latest.content.replace(&old, &new))], false));
+        }
+        if roll < 90 {
+            let (actions, changes) = self.batch_actions(&key, false);
+            return Some(planned(Call::Batch(batch(&self.space, actions, &key)), changes, false));
+        }
+        // Stale: a write against an older version, or a batch whose last
+        // action edits against one. Either must change nothing.
+        if self.rng.below(2) == 0 {
+            let request = pb::WriteRequest {
+                space: self.space.clone(),
+                path: path.clone(),
+                body: Some(pb::write_request::Body::Content(format!("{MARKER}\nkey {key}\n"))),
+                expected_version: Some(base - 1),
+                idempotency_key: key.clone(),
+                ..Default::default()
+            };
+            return Some(planned(Call::Write(request), Vec::new(), true));
+        }
+        let (actions, _) = self.batch_actions(&key, true);
+        Some(planned(Call::Batch(batch(&self.space, actions, &key)), Vec::new(), true))
+    }
+
+    /// Edits of existing files against their versions, then maybe a new
+    /// folder, then creations of new files: 1–20 actions. With `stale`, the last edit names an old
+    /// version.
+    fn batch_actions(&mut self, key: &str, stale: bool) -> (Vec<Action>, Vec<(String, String)>) {
+        let existing: Vec<usize> = (0..FILES).filter(|&i| self.files[i].is_some()).collect();
+        let edits = 1 + self.rng.below(existing.len());
+        let start = self.rng.below(existing.len());
+        let folder = self.rng.below(2) == 0;
+        let room = 20 - edits - usize::from(folder);
+        let creates = if self.rng.below(8) == 0 { room } else { self.rng.below(4).min(room) };
+        let (mut actions, mut changes) = (Vec::new(), Vec::new());
+        for n in 0..edits {
+            let index = existing[(start + n) % existing.len()];
+            let latest = self.files[index].clone().unwrap_or_else(|| unreachable!());
+            let (old, new) = (format!("key {}\n", latest.key), format!("key {key}\n"));
+            let base = if stale && n + 1 == edits { latest.version - 1 } else { latest.version };
+            actions.push(Action::Edit(pb::EditAction {
+                path: file(self.id, index),
+                base_version: Some(base),
+                edits: vec![replace(&old, &new)],
+            }));
+            changes.push((file(self.id, index), latest.content.replace(&old, &new)));
+        }
+        let dir = if folder { format!("/t{}/{key}", self.id) } else { format!("/t{}", self.id) };
+        if folder {
+            let at = actions.len() - usize::from(stale);
+            actions.insert(at, Action::Mkdir(pb::MkdirAction { path: dir.clone() }));
+        }
+        for n in 0..creates {
+            let path = format!("{dir}/{key}-{n}.txt");
+            let text = format!("{MARKER}\nkey {key}\ncreated {n}\n");
+            // A stale edit stays last: everything before it must be undone.
+            let at = actions.len() - usize::from(stale);
+            actions.insert(at, Action::Create(pb::CreateAction { path: path.clone(), content: text.clone() }));
+            changes.push((path, text));
+        }
+        (actions, changes)
+    }
+
+    /// Takes in a change that succeeded.
+    fn applied(&mut self, planned: &Planned, versions: &[u64]) {
+        for ((path, text), version) in planned.changes.iter().zip(versions) {
+            if let Some(index) = (0..FILES).find(|&i| file(self.id, i) == *path) {
+                self.files[index] = Some(Latest { version: *version, content: text.clone(), key: planned.key.clone() });
+            }
+        }
+    }
+}
+
+fn batch(space: &str, actions: Vec<Action>, key: &str) -> pb::BatchRequest {
+    pb::BatchRequest {
+        space: space.into(),
+        actions: actions.into_iter().map(|a| pb::BatchAction { action: Some(a) }).collect(),
+        apply: true,
+        idempotency_key: key.into(),
+        ..Default::default()
+    }
+}
+
+/// A file of the run: (space, path).
+type FileKey = (String, String);
+
+/// Everything the run learned, checked against the store.
+#[derive(Default)]
+struct History {
+    made: Vec<Made>,
+    failed: BTreeSet<String>,
+    calls: usize,
+    /// Per path, versions already checked (each cycle checks newer ones).
+    verified: HashMap<FileKey, u64>,
+    revisions: BTreeMap<String, u64>,
+}
+
+impl History {
+    fn record(&mut self, planned: &Planned, outcome: Outcome, cycle: usize) {
+        match outcome {
+            Outcome::Ok(versions, revision) => {
+                assert!(!planned.stale, "cycle {cycle}: {} succeeded against a stale version", planned.key);
+                assert_eq!(versions.len(), planned.changes.len(), "cycle {cycle}: {}: versions made", planned.key);
+                for ((path, text), version) in planned.changes.iter().zip(&versions) {
+                    self.made.push(Made {
+                        space: planned.space.clone(),
+                        path: path.clone(),
+                        version: *version,
+                        key: planned.key.clone(),
+                        revision,
+                        content: text.clone(),
+                    });
+                }
+            }
+            Outcome::Failed(why) => {
+                assert!(planned.stale, "cycle {cycle}: {} failed: {why}", planned.key);
+                self.failed.insert(planned.key.clone());
+            }
+            Outcome::Unknown => unreachable!("settled before recording"),
+        }
+    }
+}
+
+/// Runs one task until `stop` or its first unknown outcome; returns the
+/// calls made with their outcomes, in order.
+async fn run_task(
+    mut fs: FileSystemClient<Channel>,
+    mut task: Task,
+    cycle: usize,
+    stop: Arc<AtomicBool>,
+) -> (Task, Vec<(Planned, Outcome)>) {
+    let mut done = Vec::new();
+    for n in 0.. {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let key = format!("c{cycle}-t{}-{n}", task.id);
+        let Some(planned) = task.plan(key) else {
+            // A read: it must see the latest acknowledged bytes.
+            let index = task.rng.below(FILES);
+            match fs.read(full(read(&task.space, &file(task.id, index)))).await {
+                Ok(back) => {
+                    let back = back.into_inner();
+                    let latest = task.files[index]
+                        .as_ref()
+                        .unwrap_or_else(|| panic!("cycle {cycle}: read a file never written"));
+                    assert_eq!(
+                        (back.version, &back.content),
+                        (latest.version, &latest.content),
+                        "cycle {cycle}: stale read"
+                    );
+                }
+                Err(status) if status.code() == Code::NotFound => assert!(task.files[index].is_none()),
+                Err(_) => return (task, done),
+            }
+            continue;
+        };
+        let outcome = send(&mut fs, &planned.call).await;
+        let unknown = matches!(outcome, Outcome::Unknown);
+        if let Outcome::Ok(versions, _) = &outcome {
+            task.applied(&planned, versions);
+        }
+        done.push((planned, outcome));
+        if unknown {
+            break;
+        }
+    }
+    (task, done)
+}
+
+/// A read of the whole file (at most 3,002 lines and 66 KiB here).
+fn full(request: pb::ReadRequest) -> pb::ReadRequest {
+    pb::ReadRequest { limit: 5_000, max_chars: 131_072, ..request }
+}
+
+/// Waits up to `limit` for `exited`, polling.
+async fn wait_exit(mut exited: impl FnMut() -> bool, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if exited() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
 }
 
 #[tokio::test]
-async fn acknowledged_writes_survive_a_crash_loop() {
+async fn acknowledged_changes_survive_crashes_and_faults() {
     let cycles: usize = std::env::var("AGENTVFS_CRASH_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
     let seed = std::env::var("AGENTVFS_CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_u64);
     let mut rng = Rng(seed);
-    let mut front = Front::start().await;
-    front.space("s").await;
-    // key -> (path, content, version) of every acknowledged write.
-    let mut acked: HashMap<String, (String, String, u64)> = HashMap::new();
-    let mut last_revision = 0;
-    let mut total_calls = 0;
-    // Per path, the versions already checked (each cycle checks only newer ones).
-    let mut verified: HashMap<String, u64> = HashMap::new();
+    let (front_binary, worker_binary) = failpoint_binaries();
+    let mut stack = Stack::start_binaries(&front_binary, &worker_binary, &[]).await;
+    for s in 0..SPACES {
+        stack.front.space(&format!("s{s}")).await;
+    }
+    let mut tasks: Vec<Task> = (0..TASKS)
+        .map(|id| Task {
+            id,
+            space: space(id),
+            files: vec![None; FILES],
+            rng: Rng(seed ^ ((id as u64 + 1) * 0x9e37_79b9)),
+        })
+        .collect();
+    let mut history = History::default();
+    let (mut front_armed, mut worker_armed) = (0, 0);
+    // Armed points that fired (the process aborted at the boundary) and
+    // how often.
+    let mut fired: BTreeMap<&str, usize> = BTreeMap::new();
 
     for cycle in 0..cycles {
-        let fs = front.fs().await;
-        let tasks: Vec<_> = (0..WRITERS)
-            .map(|w| {
-                let mut fs = fs.clone();
-                tokio::spawn(async move {
-                    let mut outcomes = Vec::new();
-                    for n in 0.. {
-                        let call = Call {
-                            key: format!("c{cycle}-w{w}-{n}"),
-                            path: format!("/f{}.txt", (w + n) % PATHS),
-                            content: format!("cycle {cycle} writer {w} call {n}\n"),
-                        };
-                        let result = fs.write(request(&call)).await;
-                        let stop = result.is_err();
-                        outcomes.push((call, result.map(|r| r.into_inner().version)));
-                        if stop {
-                            return outcomes;
-                        }
+        // Odd cycles arm the next fault point, in turn; the rest kill.
+        let armed = if cycle % 2 == 1 {
+            let (point, front_side) = if cycle % 4 == 1 {
+                front_armed += 1;
+                (FRONT_POINTS[(front_armed - 1) % FRONT_POINTS.len()], true)
+            } else {
+                worker_armed += 1;
+                (WORKER_POINTS[(worker_armed - 1) % WORKER_POINTS.len()], false)
+            };
+            // Index points pass once per delivered batch, store points once
+            // per commit: far more often.
+            let passes = if point.starts_with("store") { rng.below(30) } else { rng.below(4) };
+            let spec = format!("{point}={passes}*off->panic");
+
+            let env = [("FAILPOINTS", spec.as_str())];
+            if front_side {
+                stack.front.crash_and_restart_with(&env).await;
+            } else {
+                stack.worker.restart_with(&env).await;
+            }
+            Some((front_side, point))
+        } else {
+            None
+        };
+        let fs = stack.front.fs().await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let running: Vec<_> =
+            tasks.drain(..).map(|task| tokio::spawn(run_task(fs.clone(), task, cycle, stop.clone()))).collect();
+        let window = Duration::from_millis(50 + rng.next() % 250);
+        let patience = match armed {
+            Some((_, point)) if !point.starts_with("store") => Duration::from_secs(5),
+            _ => window * 4,
+        };
+        let point = armed.map_or("", |(_, point)| point);
+        match armed.map(|(front_side, _)| front_side) {
+            // The point aborts the process when reached; kill it if not.
+            Some(true) => {
+                if wait_exit(|| stack.front.exited(), patience).await {
+                    *fired.entry(point).or_default() += 1;
+                }
+                stack.front.crash_and_restart().await;
+            }
+            Some(false) => {
+                if wait_exit(|| stack.worker.exited(), patience).await {
+                    *fired.entry(point).or_default() += 1;
+                }
+                stack.worker.restart().await;
+            }
+            None => {
+                tokio::time::sleep(window).await;
+                match rng.below(3) {
+                    0 => stack.front.crash_and_restart().await,
+                    1 => stack.worker.restart().await,
+                    _ => {
+                        stack.worker.kill();
+                        stack.front.crash_and_restart().await;
+                        stack.worker.restart().await;
                     }
-                    outcomes
-                })
-            })
-            .collect();
-        tokio::time::sleep(Duration::from_millis(20 + rng.next() % 200)).await;
-        front.crash_and_restart().await;
-        let mut unknown = Vec::new();
-        for task in tasks {
-            for (call, result) in task.await.unwrap() {
-                total_calls += 1;
-                match result {
-                    Ok(version) => {
-                        acked.insert(call.key.clone(), (call.path, call.content, version));
-                    }
-                    // The crash cut the call: it may or may not have applied.
-                    Err(status)
-                        if matches!(
-                            status.code(),
-                            Code::Unavailable | Code::Unknown | Code::Cancelled | Code::Internal
-                        ) =>
-                    {
-                        unknown.push(call)
-                    }
-                    Err(status) => panic!("cycle {cycle}: unexpected failure {status:?}"),
                 }
             }
         }
-        // Replaying the key settles each unknown call: applied exactly once.
-        let mut fs = front.fs().await;
-        for call in unknown {
-            let version = fs.write(request(&call)).await.unwrap().into_inner().version;
-            acked.insert(call.key.clone(), (call.path, call.content, version));
+        stop.store(true, Ordering::Relaxed);
+        let mut fs = stack.front.fs().await;
+        let mut touched = BTreeSet::new();
+        for handle in running {
+            let (mut task, done) = handle.await.unwrap();
+            for (planned, outcome) in done {
+                history.calls += 1;
+                // Replaying the key settles an unknown call: applied once.
+                let outcome = match outcome {
+                    Outcome::Unknown => {
+                        let outcome = send(&mut fs, &planned.call).await;
+                        match &outcome {
+                            Outcome::Ok(versions, _) => task.applied(&planned, versions),
+                            Outcome::Unknown => panic!("cycle {cycle}: the replay of {} failed", planned.key),
+                            Outcome::Failed(_) => {}
+                        }
+                        outcome
+                    }
+                    known => known,
+                };
+                if matches!(outcome, Outcome::Ok(..)) || planned.stale {
+                    touched.extend(planned.changes.iter().map(|(path, _)| (planned.space.clone(), path.clone())));
+                }
+                history.record(&planned, outcome, cycle);
+            }
+            tasks.push(task);
         }
-        let space =
-            front.admin().await.get_space(pb::GetSpaceRequest { space: "s".into() }).await.unwrap().into_inner();
-        assert!(space.revision >= last_revision, "cycle {cycle}: revision went back");
-        last_revision = space.revision;
-        check_versions(&mut fs, &acked, &mut verified, cycle).await;
+        tasks.sort_by_key(|t| t.id);
+        check_revisions(&stack, &mut history, cycle).await;
+        check_chains(&mut fs, &mut history, Some(&touched), cycle).await;
     }
-    // Once more, every version from the first.
-    check_versions(&mut front.fs().await, &acked, &mut HashMap::new(), cycles).await;
 
-    // Every acknowledged write, with its bytes, at its version.
-    let mut fs = front.fs().await;
-    for (key, (path, content, version)) in &acked {
-        let back = fs.read(pb::ReadRequest { version: *version, ..read("s", path) }).await.unwrap().into_inner();
-        assert_eq!(&back.content, content, "{key}: {path}@{version}");
+    // Once more, every version of every file from the first, and its bytes.
+    let mut fs = stack.front.fs().await;
+    history.verified.clear();
+    check_chains(&mut fs, &mut history, None, cycles).await;
+    for made in &history.made {
+        let request = pb::ReadRequest { version: made.version, ..full(read(&made.space, &made.path)) };
+        let back = fs.read(request).await.unwrap().into_inner();
+        assert_eq!(back.content, made.content, "{}: {}@{}", made.key, made.path, made.version);
     }
-    eprintln!("crash loop: {cycles} cycles, {total_calls} calls, {} acknowledged, lost 0", acked.len());
+    check_index(&stack, &mut fs, &history).await;
+    if front_armed >= 2 * FRONT_POINTS.len() && worker_armed >= 2 * WORKER_POINTS.len() {
+        for point in FRONT_POINTS.iter().chain(&WORKER_POINTS) {
+            assert!(fired.contains_key(point), "{point} was armed twice but never reached: {fired:?}");
+        }
+    }
+    eprintln!(
+        "crash loop: {cycles} cycles (seed {seed}), {} calls, {} versions acknowledged, {} refused as stale, \
+         fault points armed {front_armed}× front {worker_armed}× worker, fired {fired:?}, lost 0",
+        history.calls,
+        history.made.len(),
+        history.failed.len(),
+    );
+}
+
+/// Space revisions never go back.
+async fn check_revisions(stack: &Stack, history: &mut History, cycle: usize) {
+    let mut admin = stack.front.admin().await;
+    for s in 0..SPACES {
+        let name = format!("s{s}");
+        let revision =
+            admin.get_space(pb::GetSpaceRequest { space: name.clone() }).await.unwrap().into_inner().revision;
+        let last = history.revisions.entry(name.clone()).or_default();
+        assert!(revision >= *last, "cycle {cycle}: {name} went back from revision {last} to {revision}");
+        *last = revision;
+    }
 }
 
 /// Version chains have no gaps; every version comes from exactly one
-/// acknowledged call (by its key), and every acknowledged call made one.
-/// Checks the versions above `verified` of each path, then moves it up.
-async fn check_versions(
-    fs: &mut agentvfs_proto::v1::file_system_client::FileSystemClient<tonic::transport::Channel>,
-    acked: &HashMap<String, (String, String, u64)>,
-    verified: &mut HashMap<String, u64>,
+/// acknowledged change (by its key, at its revision), every acknowledged
+/// change made one, and no key that failed appears. Checks the versions
+/// above those already verified of each path in `only` (all if `None`).
+async fn check_chains(
+    fs: &mut FileSystemClient<Channel>,
+    history: &mut History,
+    only: Option<&BTreeSet<FileKey>>,
     cycle: usize,
 ) {
-    let mut by_path: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
-    for (key, (path, _, version)) in acked {
-        by_path.entry(path.clone()).or_default().push((*version, key.clone()));
+    // (space, path) -> (version, key, revision) of each change made there.
+    let mut by_path: BTreeMap<FileKey, Vec<(u64, String, u64)>> = BTreeMap::new();
+    for made in &history.made {
+        by_path.entry((made.space.clone(), made.path.clone())).or_default().push((
+            made.version,
+            made.key.clone(),
+            made.revision,
+        ));
     }
-    for (path, expected) in by_path {
-        let floor = verified.get(&path).copied().unwrap_or(0);
-        let mut expected: Vec<_> = expected.into_iter().filter(|(v, _)| *v > floor).collect();
+    if let Some(only) = only {
+        by_path.retain(|path, _| only.contains(path));
+    }
+    for ((space, path), expected) in by_path {
+        let floor = history.verified.get(&(space.clone(), path.clone())).copied().unwrap_or(0);
+        let mut expected: Vec<_> = expected.into_iter().filter(|(v, _, _)| *v > floor).collect();
         expected.sort();
         // Newest first: stop at the first page that reaches checked versions.
         let mut stored = Vec::new();
         let mut token = String::new();
         loop {
             let request = pb::ListVersionsRequest {
-                space: "s".into(),
+                space: space.clone(),
                 path: path.clone(),
                 page_size: 200,
                 page_token: token,
@@ -162,7 +611,10 @@ async fn check_versions(
             let page = fs.list_versions(request).await.unwrap().into_inner();
             let reached = page.versions.iter().any(|v| v.version <= floor);
             stored.extend(
-                page.versions.into_iter().filter(|v| v.version > floor).map(|v| (v.version, v.idempotency_key)),
+                page.versions
+                    .into_iter()
+                    .filter(|v| v.version > floor)
+                    .map(|v| (v.version, v.idempotency_key, v.revision)),
             );
             if reached || page.next_page_token.is_empty() {
                 break;
@@ -170,10 +622,59 @@ async fn check_versions(
             token = page.next_page_token;
         }
         stored.sort();
-        let numbers: Vec<u64> = stored.iter().map(|(v, _)| *v).collect();
+        for (_, key, _) in &stored {
+            assert!(!history.failed.contains(key), "cycle {cycle}: {space}:{path} has a version from failed {key}");
+        }
+        let numbers: Vec<u64> = stored.iter().map(|(v, _, _)| *v).collect();
         let contiguous: Vec<u64> = (floor + 1..=floor + numbers.len() as u64).collect();
-        assert_eq!(numbers, contiguous, "cycle {cycle}: {path} has gaps");
-        assert_eq!(stored, expected, "cycle {cycle}: {path}: versions and acknowledged calls differ");
-        verified.insert(path, floor + numbers.len() as u64);
+        assert_eq!(numbers, contiguous, "cycle {cycle}: {space}:{path} has gaps");
+        assert_eq!(stored, expected, "cycle {cycle}: {space}:{path}: versions and acknowledged changes differ");
+        history.verified.insert((space, path), floor + numbers.len() as u64);
+    }
+}
+
+/// Once the index has caught up with each space, `Search` for the word
+/// every file holds lists exactly the store's files at their latest
+/// versions.
+async fn check_index(stack: &Stack, fs: &mut FileSystemClient<Channel>, history: &History) {
+    let mut latest: BTreeMap<FileKey, u64> = BTreeMap::new();
+    for made in &history.made {
+        let entry = latest.entry((made.space.clone(), made.path.clone())).or_default();
+        *entry = (*entry).max(made.version);
+    }
+    let mut admin = stack.front.admin().await;
+    for s in 0..SPACES {
+        let name = format!("s{s}");
+        let revision =
+            admin.get_space(pb::GetSpaceRequest { space: name.clone() }).await.unwrap().into_inner().revision;
+        let expected: BTreeMap<String, u64> =
+            latest.iter().filter(|((space, _), _)| *space == name).map(|((_, path), v)| (path.clone(), *v)).collect();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (mut seen, mut token, mut index_revision) = (BTreeMap::new(), String::new(), u64::MAX);
+            loop {
+                let request = pb::SearchRequest {
+                    space: name.clone(),
+                    query: MARKER.into(),
+                    page_size: 100,
+                    page_token: token,
+                    ..Default::default()
+                };
+                let Ok(page) = fs.search(request).await else { break };
+                let page = page.into_inner();
+                index_revision = index_revision.min(page.index_revision);
+                seen.extend(page.hits.into_iter().map(|h| (h.path, h.version)));
+                token = page.next_page_token;
+                if token.is_empty() {
+                    break;
+                }
+            }
+            if index_revision >= revision && index_revision != u64::MAX {
+                assert_eq!(seen, expected, "{name}: the index differs from the store at revision {revision}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "{name}: the index did not reach revision {revision}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 }

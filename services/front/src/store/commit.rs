@@ -249,6 +249,7 @@ impl Store {
         }
         let t = self.trees();
         let prepared: Vec<Prepared> = commits.iter().map(|commit| Prepared::new(commit)).collect();
+        fault_point!("store::before_commit");
         (
             &t.spaces,
             &t.current,
@@ -358,6 +359,7 @@ impl Store {
                     Ok(())
                 },
             )?;
+        fault_point!("store::after_commit");
         self.inner.commits.send_modify(|count| *count += 1);
         Ok(())
     }

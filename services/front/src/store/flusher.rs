@@ -129,6 +129,7 @@ fn run(db: &sled::Db, shared: &Shared) {
         };
         let started = std::time::Instant::now();
         let result = db.flush().map(drop).map_err(Error::from);
+        fault_point!("store::after_flush");
         metrics::histogram!("agentvfs_flush_batch_writers").record(batch.len() as f64);
         metrics::histogram!("agentvfs_flush_duration_seconds").record(started.elapsed().as_secs_f64());
         for waiter in batch {

@@ -36,26 +36,81 @@ pub fn worker_binary() -> PathBuf {
     worker
 }
 
+/// The front and worker built with the `failpoints` feature (fault points
+/// armed by `FAILPOINTS`), copied aside so that other builds of the same
+/// binaries cannot replace them mid-test.
+pub fn failpoint_binaries() -> (PathBuf, PathBuf) {
+    let front = PathBuf::from(env!("CARGO_BIN_EXE_agentvfs-front"));
+    let dir = front.with_file_name("failpoints");
+    static BUILD: std::sync::Once = std::sync::Once::new();
+    BUILD.call_once(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let mut build = Command::new(cargo);
+        build.args(["build", "-p", "agentvfs-front", "-p", "agentvfs-worker"]);
+        build.args(["--features", "agentvfs-front/failpoints,agentvfs-worker/failpoints"]);
+        if !front.parent().is_some_and(|dir| dir.ends_with("debug")) {
+            build.arg("--release");
+        }
+        assert!(build.status().expect("run cargo build").success(), "building with failpoints failed");
+        std::fs::create_dir_all(&dir).expect("create the failpoints directory");
+        for name in ["agentvfs-front", "agentvfs-worker"] {
+            std::fs::copy(front.with_file_name(name), dir.join(name)).expect("copy a failpoints binary");
+        }
+    });
+    (dir.join("agentvfs-front"), dir.join("agentvfs-worker"))
+}
+
 /// A running worker process; killed on drop.
 pub struct Worker {
     child: Child,
     pub addr: String,
     front: String,
     index_dir: PathBuf,
+    binary: PathBuf,
 }
 
 impl Worker {
     /// Starts a worker that fetches content from `front`, on `listen`.
     pub async fn start(front: &str, listen: &str, index_dir: &Path) -> Worker {
-        let mut child = Command::new(worker_binary())
+        Self::start_binary(&worker_binary(), front, listen, index_dir, &[]).await
+    }
+
+    /// Starts `binary` as a worker, with extra environment variables.
+    pub async fn start_binary(
+        binary: &Path,
+        front: &str,
+        listen: &str,
+        index_dir: &Path,
+        env: &[(&str, &str)],
+    ) -> Worker {
+        let mut child = Command::new(binary)
             .args(["--listen", listen, "--front", front, "--index-dir"])
             .arg(index_dir)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn agentvfs-worker");
         let addr = first_line_address(&mut child).await;
-        Worker { child, addr, front: front.to_owned(), index_dir: index_dir.to_owned() }
+        Worker { child, addr, front: front.to_owned(), index_dir: index_dir.to_owned(), binary: binary.to_owned() }
+    }
+
+    /// Starts it again on the same address with extra environment variables.
+    pub async fn restart_with(&mut self, env: &[(&str, &str)]) {
+        self.kill();
+        *self = Worker::start_binary(
+            &self.binary.clone(),
+            &self.front.clone(),
+            &self.addr.clone(),
+            &self.index_dir.clone(),
+            env,
+        )
+        .await;
+    }
+
+    /// True once the process has exited.
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_some()
     }
 
     /// Where its index lives.
@@ -71,8 +126,7 @@ impl Worker {
 
     /// Starts it again on the same address.
     pub async fn restart(&mut self) {
-        self.kill();
-        *self = Worker::start(&self.front.clone(), &self.addr.clone(), &self.index_dir.clone()).await;
+        self.restart_with(&[]).await;
     }
 }
 
@@ -95,13 +149,21 @@ pub struct Stack {
 
 impl Stack {
     pub async fn start(front_args: &[&str]) -> Stack {
+        let front = PathBuf::from(env!("CARGO_BIN_EXE_agentvfs-front"));
+        Self::start_binaries(&front, &worker_binary(), front_args).await
+    }
+
+    /// A stack of the given front and worker binaries.
+    pub async fn start_binaries(front_binary: &Path, worker_binary: &Path, front_args: &[&str]) -> Stack {
         let temp = tempfile::tempdir().expect("temp dir");
         let front_addr = format!("127.0.0.1:{}", free_port());
-        let worker = Worker::start(&front_addr, "127.0.0.1:0", &temp.path().join("index")).await;
+        let worker =
+            Worker::start_binary(worker_binary, &front_addr, "127.0.0.1:0", &temp.path().join("index"), &[]).await;
         let mut args = vec!["--worker", worker.addr.as_str()];
         args.extend_from_slice(front_args);
         let data_dir = temp.path().join("data");
-        let mut front = Front::spawn_at(&data_dir, &front_addr, args.iter().map(|s| s.to_string()).collect()).await;
+        let extra_args = args.iter().map(|s| s.to_string()).collect();
+        let mut front = Front::spawn_binary(front_binary, &data_dir, &front_addr, extra_args, &[]).await;
         front._temp = Some(temp);
         Stack { front, worker }
     }
@@ -125,6 +187,7 @@ pub struct Front {
     pub addr: String,
     pub data_dir: PathBuf,
     extra_args: Vec<String>,
+    binary: PathBuf,
     _temp: Option<tempfile::TempDir>,
 }
 
@@ -152,11 +215,23 @@ impl Front {
     }
 
     async fn spawn_at(data_dir: &Path, listen: &str, extra_args: Vec<String>) -> Front {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agentvfs-front"));
+        let binary = PathBuf::from(env!("CARGO_BIN_EXE_agentvfs-front"));
+        Self::spawn_binary(&binary, data_dir, listen, extra_args, &[]).await
+    }
+
+    async fn spawn_binary(
+        binary: &Path,
+        data_dir: &Path,
+        listen: &str,
+        extra_args: Vec<String>,
+        env: &[(&str, &str)],
+    ) -> Front {
+        let mut command = Command::new(binary);
         command
             .args(["--listen", listen, "--data-dir"])
             .arg(data_dir)
             .args(&extra_args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         if !extra_args.iter().any(|a| a == "--tokens") {
@@ -168,7 +243,8 @@ impl Front {
         }
         let mut child = command.spawn().expect("spawn agentvfs-front");
         let addr = first_line_address(&mut child).await;
-        let front = Front { child, addr, data_dir: data_dir.to_owned(), extra_args, _temp: None };
+        let front =
+            Front { child, addr, data_dir: data_dir.to_owned(), extra_args, binary: binary.to_owned(), _temp: None };
         front.wait_serving().await;
         front
     }
@@ -203,14 +279,25 @@ impl Front {
     }
 
     /// SIGKILLs the process (no drain, no final flush) and starts a new one
-    /// on the same store.
+    /// on the same store and address.
     pub async fn crash_and_restart(&mut self) {
-        self.child.kill().expect("kill");
+        self.crash_and_restart_with(&[]).await;
+    }
+
+    /// SIGKILLs the process (if it still runs) and starts a new one on the
+    /// same store and address, with extra environment variables.
+    pub async fn crash_and_restart_with(&mut self, env: &[(&str, &str)]) {
+        let _ = self.child.kill();
         self.child.wait().expect("wait");
-        let next = Self::spawn(&self.data_dir, self.extra_args.clone()).await;
+        let next = Self::spawn_binary(&self.binary, &self.data_dir, &self.addr, self.extra_args.clone(), env).await;
         let temp = self._temp.take();
         *self = next;
         self._temp = temp;
+    }
+
+    /// True once the process has exited.
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_some()
     }
 
     /// Sends SIGTERM and waits for the exit status, keeping this runtime

@@ -144,6 +144,7 @@ pub async fn serve(
         });
     let server = tokio::spawn(server);
     let pruner = tokio::spawn(prune_receipts(store.clone(), config.receipt_retention));
+    let sealer = tokio::spawn(seal_while_changing(store.clone()));
     let forgetter = tokio::spawn({
         let services = services_for_admission.clone();
         async move {
@@ -161,6 +162,7 @@ pub async fn serve(
     health.set_not_serving::<AdminServer<Services>>().await;
     services_for_admission.close();
     pruner.abort();
+    sealer.abort();
     sampler.abort();
     worker_health.abort();
     health.set_service_status(WORKER_HEALTH, tonic_health::ServingStatus::NotServing).await;
@@ -188,6 +190,23 @@ async fn prune_receipts(store: Store, retention: std::time::Duration) {
             Ok(0) => {}
             Ok(pruned) => tracing::info!(pruned, "pruned idempotency receipts"),
             Err(error) => tracing::warn!(%error, "pruning idempotency receipts failed"),
+        }
+    }
+}
+
+/// Seals the store once a second while changes arrive, so that damage to
+/// its files is found at the next start (see [`crate::store::seal`]).
+async fn seal_while_changing(store: Store) {
+    let mut commits = store.subscribe();
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        if !commits.has_changed().unwrap_or(false) {
+            continue;
+        }
+        commits.mark_unchanged();
+        if let Err(error) = store.blocking(|store| store.seal()).await {
+            tracing::warn!(%error, "sealing the store failed");
         }
     }
 }

@@ -8,6 +8,7 @@
 //! | `spaces` | `n` name | space |
 //! | `spaces` | `d` space | deleted, purge pending |
 //! | `spaces` | `f` space | registered functions (`Vec<Function>`) |
+//! | `spaces` | `mretired` | revisions of deleted spaces (for [`super::seal`]) |
 //! | `current` | space path | `Entry` (latest state) |
 //! | `history` | space path `00` revision | `Option<Entry>` (None = gone) |
 //! | `nodes` | node | `NodeRecord` |

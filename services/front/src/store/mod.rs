@@ -18,6 +18,7 @@ mod history;
 pub mod keys;
 mod outbox;
 pub mod records;
+pub mod seal;
 mod snapshot;
 mod spaces;
 mod structure;
@@ -108,14 +109,18 @@ struct Trees {
 /// Why the store could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    #[error("cannot open the store at {path}: {source}")]
+    #[error("cannot open the store at {path} (its files db, conf and snap.* may be damaged): {source}")]
     Sled { path: String, source: sled::Error },
+    #[error("the store file {path} is damaged: {detail}; restore the data directory from a backup")]
+    Damaged { path: String, detail: String },
     #[error("{path} holds data that is not an agentvfs store (format {found:?})")]
     Format { path: String, found: String },
     #[error("cannot start the store flusher: {0}")]
     Thread(#[from] std::io::Error),
     #[error("cannot finish deleting spaces: {0}")]
     Purge(Error),
+    #[error("cannot check or write the store's seal: {0}")]
+    Seal(Error),
 }
 
 impl Store {
@@ -123,6 +128,9 @@ impl Store {
     pub fn open(dir: &Path, durability: Durability, limits: StoreLimits) -> Result<Self, OpenError> {
         let display = dir.display().to_string();
         let sled_err = |source| OpenError::Sled { path: display.clone(), source };
+        let sealed = seal::read(dir)?;
+        // Before sled, which would start an empty store over a lost file.
+        seal::check_files(dir, sealed)?;
         let db = sled::Config::new()
             .path(dir)
             .cache_capacity(256 << 20)
@@ -151,6 +159,8 @@ impl Store {
                 return Err(OpenError::Format { path: display, found: String::new() });
             }
             None => {
+                // An empty store where a sealed one was: its files were lost.
+                seal::check(dir, sealed.unwrap_or(0), 0)?;
                 db.insert(FORMAT_KEY, FORMAT).map_err(sled_err)?;
                 db.flush().map_err(sled_err)?;
             }
@@ -168,7 +178,11 @@ impl Store {
                 limits,
             }),
         };
+        if let Some(sealed) = sealed {
+            seal::check(dir, sealed, store.watermark().map_err(OpenError::Seal)?)?;
+        }
         store.purge_deleted_spaces().map_err(OpenError::Purge)?;
+        store.seal().map_err(OpenError::Seal)?;
         Ok(store)
     }
 
@@ -189,9 +203,10 @@ impl Store {
         self.inner.flusher.wait().await
     }
 
-    /// Flushes everything and stops background work.
+    /// Flushes everything, stops background work and seals the store.
     pub fn close(&self) -> Result<()> {
-        self.inner.flusher.shutdown()
+        self.inner.flusher.shutdown()?;
+        self.seal()
     }
 
     pub fn limits(&self) -> StoreLimits {

@@ -153,6 +153,12 @@ impl Store {
                 spaces.remove(keys::space(id))?;
                 spaces.remove(keys::space_name(&space.name))?;
                 spaces.insert(keys::deleted_space(id), &[])?;
+                // The space's changes stay counted (see `seal`).
+                let retired = match spaces.get(super::seal::RETIRED_KEY)? {
+                    Some(raw) => raw.as_ref().try_into().map_or(0, u64::from_be_bytes),
+                    None => 0,
+                };
+                spaces.insert(super::seal::RETIRED_KEY, &(retired + space.revision).to_be_bytes())?;
                 if let Some((key, value)) = &receipt {
                     receipts.insert(key.as_slice(), value.as_slice())?;
                 }

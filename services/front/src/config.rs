@@ -67,6 +67,10 @@ pub struct Options {
     /// Seconds in-flight calls get to finish after SIGTERM.
     #[arg(long, env = "AGENTVFS_DRAIN_SECONDS")]
     pub drain_seconds: Option<u64>,
+    /// Seconds a call may take before it fails with DEADLINE_EXCEEDED (a
+    /// shorter client deadline wins; streamed responses are not cut).
+    #[arg(long, env = "AGENTVFS_REQUEST_TIMEOUT_SECONDS")]
+    pub request_timeout_seconds: Option<u64>,
     /// Grep jobs running at once across all workers.
     #[arg(long, env = "AGENTVFS_GREP_CONCURRENCY")]
     pub grep_concurrency: Option<usize>,
@@ -119,6 +123,7 @@ pub struct Config {
     pub limits: StoreLimits,
     pub max_message_bytes: usize,
     pub drain: Duration,
+    pub request_timeout: Duration,
     pub session_capacity: usize,
     pub session_idle: Duration,
     pub grep_concurrency: usize,
@@ -161,6 +166,7 @@ impl Options {
             default_quota_bytes: self.default_quota_bytes.or(file.default_quota_bytes),
             default_quota_files: self.default_quota_files.or(file.default_quota_files),
             drain_seconds: self.drain_seconds.or(file.drain_seconds),
+            request_timeout_seconds: self.request_timeout_seconds.or(file.request_timeout_seconds),
             session_capacity: self.session_capacity.or(file.session_capacity),
             grep_concurrency: self.grep_concurrency.or(file.grep_concurrency),
             grep_queue: self.grep_queue.or(file.grep_queue),
@@ -198,6 +204,7 @@ impl Options {
             },
             max_message_bytes: self.max_message_bytes.unwrap_or(8 << 20),
             drain: Duration::from_secs(self.drain_seconds.unwrap_or(20)),
+            request_timeout: Duration::from_secs(self.request_timeout_seconds.unwrap_or(120)),
             session_capacity: self.session_capacity.unwrap_or(100_000),
             session_idle: Duration::from_secs(self.session_idle_seconds.unwrap_or(3600)),
             grep_concurrency: self.grep_concurrency.unwrap_or(8),
@@ -232,6 +239,9 @@ impl Config {
         if self.max_message_bytes < 64 << 10 {
             return Err(ConfigError("--max-message-bytes must be at least 65536".to_owned()));
         }
+        if self.request_timeout.is_zero() {
+            return Err(ConfigError("--request-timeout-seconds must be positive".to_owned()));
+        }
         if self.max_in_flight == 0 {
             return Err(ConfigError("--max-in-flight must be positive".to_owned()));
         }
@@ -253,6 +263,7 @@ impl Config {
             "listen = \"{}\"\ndata-dir = \"{}\"\nworker = {:?}\ndev = {}\ntokens = {:?}\ndurability = \"{:?}\"\n\
              log-format = \"{:?}\"\nmax-text-bytes = {}\nmax-file-bytes = {}\nmax-message-bytes = {}\n\
              default-quota-bytes = {}\ndefault-quota-files = {}\nmin-free-bytes = {}\ndrain-seconds = {}\n\
+             request-timeout-seconds = {}\n\
              session-capacity = {}\nsession-idle-seconds = {}\ngrep-concurrency = {}\ngrep-queue = {}\n\
              grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\nmax-in-flight = {}\nrate-limit = {}\nmetrics-listen = {:?}\n",
             self.listen,
@@ -269,6 +280,7 @@ impl Config {
             self.limits.default_quota.max_files,
             self.limits.min_free_bytes,
             self.drain.as_secs(),
+            self.request_timeout.as_secs(),
             self.session_capacity,
             self.session_idle.as_secs(),
             self.grep_concurrency,

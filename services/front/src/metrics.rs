@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::PrometheusBuilder;
+use tracing::Instrument as _;
 
 use crate::indexer::Progress;
 use crate::store::Store;
@@ -104,11 +105,22 @@ where
                 id
             }
         };
+        // One span per call: handlers record the principal and space; the
+        // status and latency are recorded when it ends.
+        let span = tracing::info_span!(
+            "rpc",
+            method = %method,
+            request_id = %request_id,
+            principal = tracing::field::Empty,
+            space = tracing::field::Empty,
+            status = tracing::field::Empty,
+            latency_ms = tracing::field::Empty,
+        );
         let started = Instant::now();
         gauge!("agentvfs_rpc_in_flight").increment(1.0);
-        let response = self.inner.call(request);
+        let response = span.in_scope(|| self.inner.call(request));
         Box::pin(async move {
-            let mut response = response.await;
+            let mut response = response.instrument(span.clone()).await;
             if let (Ok(response), Ok(value)) = (&mut response, http::HeaderValue::from_str(&request_id)) {
                 response.headers_mut().insert(REQUEST_ID, value);
             }
@@ -121,7 +133,15 @@ where
                 Err(_) => "transport".to_owned(),
             };
             gauge!("agentvfs_rpc_in_flight").decrement(1.0);
-            tracing::debug!(%method, %code, %request_id, latency_us = started.elapsed().as_micros() as u64, "rpc finished");
+            let latency_ms = started.elapsed().as_secs_f64() * 1e3;
+            span.record("status", code.as_str()).record("latency_ms", latency_ms);
+            // Failures of the service itself are worth a line at the default
+            // level; every call is logged at debug.
+            if matches!(code.as_str(), "2" | "13" | "15" | "transport") {
+                tracing::warn!(parent: &span, "rpc failed");
+            } else {
+                tracing::debug!(parent: &span, "rpc finished");
+            }
             counter!("agentvfs_rpc_requests_total", "method" => method.clone(), "code" => code.clone()).increment(1);
             histogram!("agentvfs_rpc_duration_seconds", "method" => method, "code" => code)
                 .record(started.elapsed().as_secs_f64());

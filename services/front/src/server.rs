@@ -115,17 +115,7 @@ pub async fn serve(
     let server = Server::builder()
         .layer(crate::metrics::RpcMetricsLayer)
         .layer(crate::grpc::limits::MessageLimitLayer { limit })
-        .trace_fn(|request| {
-            let request_id =
-                request.headers().get(crate::metrics::REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
-            tracing::info_span!(
-                "rpc",
-                method = %request.uri().path(),
-                request_id,
-                principal = tracing::field::Empty,
-                space = tracing::field::Empty,
-            )
-        })
+        .layer(crate::grpc::timeout::TimeoutLayer { limit: config.request_timeout })
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
         // Bounds what one connection can ask of the server at once; calls

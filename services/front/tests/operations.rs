@@ -8,7 +8,9 @@ mod support;
 use std::io::{Read as _, Write as _};
 use std::time::{Duration, Instant};
 
-use support::{Front, free_port, read, write_text};
+use agentvfs_proto::v1 as pb;
+
+use support::{Front, failpoint_binaries, free_port, read, reason, write_text};
 
 fn scrape(address: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -140,4 +142,90 @@ async fn every_call_gets_a_request_id_back() {
     request.metadata_mut().insert("x-request-id", "trace-me-42".parse().unwrap());
     let status = fs.read(request).await.unwrap_err();
     assert_eq!(status.metadata().get("x-request-id").unwrap(), "trace-me-42");
+}
+
+#[tokio::test]
+async fn a_call_past_the_request_timeout_fails_cleanly_and_applies_at_most_once() {
+    let (binary, _) = failpoint_binaries();
+    // Creating the space passes the point once; the next commit stalls 3 s.
+    let stall = [("FAILPOINTS", "store::before_commit=1*off->sleep(3000)")];
+    let front = Front::start_binary(&binary, &["--request-timeout-seconds", "1"], &stall).await;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    let write = pb::WriteRequest { idempotency_key: "slow-1".into(), ..write_text("s", "/slow.md", "slow\n") };
+
+    let started = Instant::now();
+    let status = fs.write(write.clone()).await.unwrap_err();
+    let waited = started.elapsed();
+    assert_eq!((status.code(), reason(&status).as_str()), (tonic::Code::ResourceExhausted, "OVERLOADED"));
+    assert!(waited >= Duration::from_millis(900) && waited < Duration::from_millis(2_500), "{waited:?}");
+    // The server is free for other calls while the stalled one finishes.
+    assert_eq!(fs.read(read("s", "/missing.md")).await.unwrap_err().code(), tonic::Code::NotFound);
+
+    // Retries with the key wait for the original, then get its result.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let version = loop {
+        match fs.write(write.clone()).await {
+            Ok(response) => break response.into_inner().version,
+            Err(status) => {
+                assert_eq!(reason(&status), "IDEMPOTENCY_REQUEST_IN_PROGRESS", "{status:?}");
+                assert!(Instant::now() < deadline, "the stalled write never finished");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(version, 1);
+    let request = pb::ListVersionsRequest { space: "s".into(), path: "/slow.md".into(), ..Default::default() };
+    let versions = fs.list_versions(request).await.unwrap().into_inner().versions;
+    assert_eq!(versions.iter().map(|v| v.idempotency_key.as_str()).collect::<Vec<_>>(), ["slow-1"]);
+}
+
+#[tokio::test]
+async fn each_call_logs_one_span_with_method_space_principal_status_and_latency() {
+    let temp = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentvfs-front"))
+        .args(["--dev", "--listen", "127.0.0.1:0", "--log-format", "json", "--data-dir"])
+        .arg(temp.path().join("data"))
+        .env("AGENTVFS_LOG", "agentvfs_front=debug")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    let addr = line.trim().strip_prefix("listening on ").unwrap().to_owned();
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
+    let mut admin = agentvfs_proto::v1::admin_client::AdminClient::new(channel.clone());
+    admin.create_space(pb::CreateSpaceRequest { name: "logged".into(), ..Default::default() }).await.unwrap();
+    let mut fs = agentvfs_proto::v1::file_system_client::FileSystemClient::new(channel);
+    let mut request = tonic::Request::new(read("logged", "/missing.md"));
+    request.metadata_mut().insert("x-request-id", "req-logged-1".parse().unwrap());
+    assert_eq!(fs.read(request).await.unwrap_err().code(), tonic::Code::NotFound);
+    // Stop the process to read every log line, keeping this runtime free to
+    // answer the server's GOAWAY.
+    std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let logs = tokio::task::spawn_blocking(move || {
+        let mut logs = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut logs).unwrap();
+        child.wait().unwrap();
+        logs
+    })
+    .await
+    .unwrap();
+
+    let finished: Vec<serde_json::Value> = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["fields"]["message"] == "rpc finished")
+        .collect();
+    let read_call = finished
+        .iter()
+        .find(|l| l["span"]["request_id"] == "req-logged-1")
+        .unwrap_or_else(|| panic!("no finished span for the read in {logs}"));
+    let span = &read_call["span"];
+    assert_eq!(span["method"], "/agentvfs.v1.FileSystem/Read");
+    assert_eq!(span["principal"], "dev");
+    assert_eq!(span["status"], "5", "NOT_FOUND");
+    assert!(span["space"].as_str().is_some_and(|s| !s.is_empty()), "{span}");
+    assert!(span["latency_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{span}");
 }

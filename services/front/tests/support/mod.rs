@@ -37,7 +37,7 @@ pub fn worker_binary() -> PathBuf {
 }
 
 /// The front and worker built with the `failpoints` feature (fault points
-/// armed by `FAILPOINTS`), copied aside so that other builds of the same
+/// armed by `FAILPOINTS`), linked aside so that other builds of the same
 /// binaries cannot replace them mid-test.
 pub fn failpoint_binaries() -> (PathBuf, PathBuf) {
     let front = PathBuf::from(env!("CARGO_BIN_EXE_agentvfs-front"));
@@ -54,7 +54,12 @@ pub fn failpoint_binaries() -> (PathBuf, PathBuf) {
         assert!(build.status().expect("run cargo build").success(), "building with failpoints failed");
         std::fs::create_dir_all(&dir).expect("create the failpoints directory");
         for name in ["agentvfs-front", "agentvfs-worker"] {
-            std::fs::copy(front.with_file_name(name), dir.join(name)).expect("copy a failpoints binary");
+            // A new link, not a copy over the old file: another test run may
+            // be executing that one.
+            let _ = std::fs::remove_file(dir.join(name));
+            if std::fs::hard_link(front.with_file_name(name), dir.join(name)).is_err() {
+                std::fs::copy(front.with_file_name(name), dir.join(name)).expect("copy a failpoints binary");
+            }
         }
     });
     (dir.join("agentvfs-front"), dir.join("agentvfs-worker"))
@@ -201,6 +206,17 @@ impl Front {
         let temp = tempfile::tempdir().expect("temp dir");
         let data_dir = temp.path().join("data");
         let mut front = Self::spawn(&data_dir, args.iter().map(|s| s.to_string()).collect()).await;
+        front._temp = Some(temp);
+        front
+    }
+
+    /// Starts `binary` as a dev-mode front on a fresh temporary store, with
+    /// extra flags and environment variables.
+    pub async fn start_binary(binary: &Path, args: &[&str], env: &[(&str, &str)]) -> Front {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let data_dir = temp.path().join("data");
+        let args = args.iter().map(|s| s.to_string()).collect();
+        let mut front = Self::spawn_binary(binary, &data_dir, "127.0.0.1:0", args, env).await;
         front._temp = Some(temp);
         front
     }

@@ -24,6 +24,9 @@
 //! cargo bench -p agentvfs-front --bench rpc
 //! ```
 
+#[path = "common/rss.rs"]
+mod rss;
+
 use std::fmt::Write as _;
 use std::future::Future;
 use std::io::{BufRead, BufReader};
@@ -190,14 +193,14 @@ impl Front {
         .expect("create space");
     }
 
-    fn stop(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn stop(self) {
+        drop(self);
     }
 }
 
 impl Drop for Front {
     fn drop(&mut self) {
+        rss::note("front", self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -644,7 +647,8 @@ async fn main() {
     let _ = writeln!(json, "    \"edit\": {},", sequential_json(&big.edit));
     let _ = writeln!(json, "    \"read_tail_10_lines\": {},", sequential_json(&big.read));
     let _ = writeln!(json, "    \"write_whole_file\": {}", sequential_json(&big.write));
-    let _ = writeln!(json, "  }}\n}}");
+    let _ = writeln!(json, "  }},");
+    let _ = writeln!(json, "  \"peak_rss_mib\": {}\n}}", rss::report());
     let path = target_dir().join("bench-rpc.json");
     std::fs::write(&path, json).expect("write bench-rpc.json");
     println!("\nwrote {}", path.display());

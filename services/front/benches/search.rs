@@ -31,6 +31,9 @@
 //! AGENTVFS_BENCH_MB=20 cargo bench -p agentvfs-front --bench search
 //! ```
 
+#[path = "common/rss.rs"]
+mod rss;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -643,6 +646,9 @@ async fn main() {
         bench_start.elapsed().as_secs_f64()
     );
 
+    rss::note("front", stack.front.id());
+    rss::note("worker", stack.worker.id());
+    let peak_rss = rss::report();
     let latency_json = |l: &Latency| {
         json!({
             "term": l.term, "first_page_hits": l.hits, "more_pages": l.more, "calls": LATENCY_CALLS,
@@ -666,6 +672,7 @@ async fn main() {
             "sampled": lag.lag.len(), "timed_out": lag.timed_out, "poll_ms": LAG_POLL.as_millis() as u64,
             "p50_ms": percentile(&lag.lag, 0.5), "p99_ms": lag_p99,
         },
+        "peak_rss_mib": serde_json::from_str::<serde_json::Value>(&peak_rss).expect("peaks are JSON"),
         "goals": {
             "rare_ratio_ge_50": verdict(goals[0].1),
             "rare_p50_lt_1ms": verdict(goals[1].1),

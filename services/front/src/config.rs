@@ -89,6 +89,9 @@ pub struct Options {
     /// Free disk space to keep; writes that would go below it are STORAGE_FULL.
     #[arg(long, env = "AGENTVFS_MIN_FREE_BYTES")]
     pub min_free_bytes: Option<u64>,
+    /// Memory for the store's page cache, in bytes.
+    #[arg(long, env = "AGENTVFS_STORE_CACHE_BYTES")]
+    pub store_cache_bytes: Option<u64>,
     /// Calls served at once; more fail fast with OVERLOADED.
     #[arg(long, env = "AGENTVFS_MAX_IN_FLIGHT")]
     pub max_in_flight: Option<usize>,
@@ -175,6 +178,7 @@ impl Options {
             receipt_hours: self.receipt_hours.or(file.receipt_hours),
             max_in_flight: self.max_in_flight.or(file.max_in_flight),
             min_free_bytes: self.min_free_bytes.or(file.min_free_bytes),
+            store_cache_bytes: self.store_cache_bytes.or(file.store_cache_bytes),
             metrics_listen: self.metrics_listen.or(file.metrics_listen),
             rate_limit: self.rate_limit.or(file.rate_limit),
             session_idle_seconds: self.session_idle_seconds.or(file.session_idle_seconds),
@@ -201,6 +205,7 @@ impl Options {
                     max_files: self.default_quota_files.unwrap_or(defaults.default_quota.max_files),
                 },
                 min_free_bytes: self.min_free_bytes.unwrap_or(defaults.min_free_bytes),
+                cache_bytes: self.store_cache_bytes.unwrap_or(defaults.cache_bytes),
             },
             max_message_bytes: self.max_message_bytes.unwrap_or(8 << 20),
             drain: Duration::from_secs(self.drain_seconds.unwrap_or(20)),
@@ -262,7 +267,7 @@ impl Config {
         format!(
             "listen = \"{}\"\ndata-dir = \"{}\"\nworker = {:?}\ndev = {}\ntokens = {:?}\ndurability = \"{:?}\"\n\
              log-format = \"{:?}\"\nmax-text-bytes = {}\nmax-file-bytes = {}\nmax-message-bytes = {}\n\
-             default-quota-bytes = {}\ndefault-quota-files = {}\nmin-free-bytes = {}\ndrain-seconds = {}\n\
+             default-quota-bytes = {}\ndefault-quota-files = {}\nmin-free-bytes = {}\nstore-cache-bytes = {}\ndrain-seconds = {}\n\
              request-timeout-seconds = {}\n\
              session-capacity = {}\nsession-idle-seconds = {}\ngrep-concurrency = {}\ngrep-queue = {}\n\
              grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\nmax-in-flight = {}\nrate-limit = {}\nmetrics-listen = {:?}\n",
@@ -279,6 +284,7 @@ impl Config {
             self.limits.default_quota.max_bytes,
             self.limits.default_quota.max_files,
             self.limits.min_free_bytes,
+            self.limits.cache_bytes,
             self.drain.as_secs(),
             self.request_timeout.as_secs(),
             self.session_capacity,

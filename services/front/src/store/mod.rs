@@ -61,6 +61,8 @@ pub struct StoreLimits {
     /// with STORAGE_FULL before sled runs out of room (sled treats a failed
     /// write as fatal for reads too).
     pub min_free_bytes: u64,
+    /// Memory sled may use to cache the store's pages.
+    pub cache_bytes: u64,
 }
 
 impl Default for StoreLimits {
@@ -70,6 +72,7 @@ impl Default for StoreLimits {
             max_file_bytes: 64 << 20,
             default_quota: Quota { max_bytes: 1 << 30, max_files: 100_000 },
             min_free_bytes: 64 << 20,
+            cache_bytes: 256 << 20,
         }
     }
 }
@@ -133,7 +136,7 @@ impl Store {
         seal::check_files(dir, sealed)?;
         let db = sled::Config::new()
             .path(dir)
-            .cache_capacity(256 << 20)
+            .cache_capacity(limits.cache_bytes)
             .mode(sled::Mode::HighThroughput)
             .open()
             .map_err(sled_err)?;

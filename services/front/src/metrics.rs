@@ -116,36 +116,59 @@ where
             status = tracing::field::Empty,
             latency_ms = tracing::field::Empty,
         );
-        let started = Instant::now();
-        gauge!("agentvfs_rpc_in_flight").increment(1.0);
-        let response = span.in_scope(|| self.inner.call(request));
+        let call = Call::start(method, span);
+        let response = call.span.in_scope(|| self.inner.call(request));
         Box::pin(async move {
-            let mut response = response.instrument(span.clone()).await;
+            let mut call = call;
+            let mut response = response.instrument(call.span.clone()).await;
             if let (Ok(response), Ok(value)) = (&mut response, http::HeaderValue::from_str(&request_id)) {
                 response.headers_mut().insert(REQUEST_ID, value);
             }
             // Errors are sent as trailers-only responses, with the status in
             // the headers; a success carries it in the trailers, as 0.
-            let code = match &response {
+            call.code = Some(match &response {
                 Ok(response) => {
                     response.headers().get("grpc-status").and_then(|v| v.to_str().ok()).unwrap_or("0").to_owned()
                 }
                 Err(_) => "transport".to_owned(),
-            };
-            gauge!("agentvfs_rpc_in_flight").decrement(1.0);
-            let latency_ms = started.elapsed().as_secs_f64() * 1e3;
-            span.record("status", code.as_str()).record("latency_ms", latency_ms);
-            // Failures of the service itself are worth a line at the default
-            // level; every call is logged at debug.
-            if matches!(code.as_str(), "2" | "13" | "15" | "transport") {
-                tracing::warn!(parent: &span, "rpc failed");
-            } else {
-                tracing::debug!(parent: &span, "rpc finished");
-            }
-            counter!("agentvfs_rpc_requests_total", "method" => method.clone(), "code" => code.clone()).increment(1);
-            histogram!("agentvfs_rpc_duration_seconds", "method" => method, "code" => code)
-                .record(started.elapsed().as_secs_f64());
+            });
             response
         })
+    }
+}
+
+/// One call's accounting, finished when it is dropped: when the call
+/// completes, or when its connection closes first (then as CANCELLED).
+struct Call {
+    method: String,
+    span: tracing::Span,
+    started: Instant,
+    code: Option<String>,
+}
+
+impl Call {
+    fn start(method: String, span: tracing::Span) -> Call {
+        gauge!("agentvfs_rpc_in_flight").increment(1.0);
+        Call { method, span, started: Instant::now(), code: None }
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        gauge!("agentvfs_rpc_in_flight").decrement(1.0);
+        // The client went away before an answer: gRPC's CANCELLED.
+        let code = self.code.take().unwrap_or_else(|| "1".to_owned());
+        let latency = self.started.elapsed();
+        self.span.record("status", code.as_str()).record("latency_ms", latency.as_secs_f64() * 1e3);
+        // Failures of the service itself are worth a line at the default
+        // level; every call is logged at debug.
+        if matches!(code.as_str(), "2" | "13" | "15" | "transport") {
+            tracing::warn!(parent: &self.span, "rpc failed");
+        } else {
+            tracing::debug!(parent: &self.span, "rpc finished");
+        }
+        let method = std::mem::take(&mut self.method);
+        counter!("agentvfs_rpc_requests_total", "method" => method.clone(), "code" => code.clone()).increment(1);
+        histogram!("agentvfs_rpc_duration_seconds", "method" => method, "code" => code).record(latency.as_secs_f64());
     }
 }

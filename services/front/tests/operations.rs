@@ -229,3 +229,83 @@ async fn each_call_logs_one_span_with_method_space_principal_status_and_latency(
     assert!(span["space"].as_str().is_some_and(|s| !s.is_empty()), "{span}");
     assert!(span["latency_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{span}");
 }
+
+/// A TCP proxy to `target` on a loopback port; aborting the returned task
+/// drops every connection through it at once, as a vanished client does.
+async fn proxy(target: String) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let task = tokio::spawn(async move {
+        let mut connections = tokio::task::JoinSet::new();
+        loop {
+            let (mut inbound, _) = listener.accept().await.unwrap();
+            let target = target.clone();
+            connections.spawn(async move {
+                let mut outbound = tokio::net::TcpStream::connect(target).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            });
+        }
+    });
+    (addr, task)
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
+}
+
+#[tokio::test]
+async fn a_client_that_vanishes_mid_stream_frees_what_its_calls_held() {
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let front = Front::start_with(&["--metrics-listen", &metrics]).await;
+    front.space("s").await;
+    let in_flight = |body: &str| sample(body, &["agentvfs_rpc_in_flight"]).unwrap_or(0.0);
+    let (fds_before, calls_before) = (open_fds(front.pid()), in_flight(&scrape(&metrics)));
+
+    // Half-sent uploads and open watches on connections that then vanish.
+    let (through, vanish) = proxy(front.addr.clone()).await;
+    let connect = || async {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{through}")).unwrap();
+        agentvfs_proto::v1::file_system_client::FileSystemClient::new(channel.connect().await.unwrap())
+    };
+    let mut calls = Vec::new();
+    for n in 0..10 {
+        let mut fs = connect().await;
+        let (chunks, stream) = tokio::sync::mpsc::channel(4);
+        let header = pb::UploadHeader { space: "s".into(), path: format!("/partial-{n}.bin"), ..Default::default() };
+        chunks.send(pb::UploadChunk { part: Some(pb::upload_chunk::Part::Header(header)) }).await.unwrap();
+        chunks.send(pb::UploadChunk { part: Some(pb::upload_chunk::Part::Data(vec![7; 100_000])) }).await.unwrap();
+        let mut watcher = connect().await;
+        let watch = pb::WatchRequest { space: "s".into(), path: "/".into(), from_revision: 0 };
+        let events = watcher.watch(watch).await.unwrap().into_inner();
+        calls.push((
+            tokio::spawn(async move { fs.upload(tokio_stream::wrappers::ReceiverStream::new(stream)).await }),
+            chunks,
+            events,
+        ));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while in_flight(&scrape(&metrics)) < calls_before + 10.0 {
+        assert!(Instant::now() < deadline, "the uploads never reached the front");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let fds_open = open_fds(front.pid());
+    assert!(fds_open >= fds_before + 10, "{fds_before} -> {fds_open}");
+    // The connections drop before the uploads end: cut, not finished.
+    vanish.abort();
+    let _ = vanish.await;
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while in_flight(&scrape(&metrics)) > calls_before || open_fds(front.pid()) > fds_before {
+        assert!(
+            Instant::now() < deadline,
+            "still {} calls in flight and {} descriptors open (before: {calls_before}, {fds_before})",
+            in_flight(&scrape(&metrics)),
+            open_fds(front.pid())
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Nothing of an unfinished upload is saved.
+    drop(calls);
+    let mut fs = front.fs().await;
+    assert_eq!(fs.read(read("s", "/partial-0.bin")).await.unwrap_err().code(), tonic::Code::NotFound);
+}

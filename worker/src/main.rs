@@ -8,6 +8,11 @@ use agentvfs_worker::config::Options;
 use agentvfs_worker::server;
 use clap::Parser as _;
 
+/// jemalloc returns freed memory to the system (see the front's note on
+/// glibc's allocator).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let config = match Options::parse().resolve() {
         Ok(config) => config,

@@ -10,6 +10,13 @@ use agentvfs_front::server;
 use agentvfs_front::store::Store;
 use clap::Parser as _;
 
+/// jemalloc returns freed memory to the system; with glibc's allocator (an
+/// arena per busy thread) the front's memory grew without bound under a
+/// steady write load: 45 → 137 MiB in three minutes of the soak test, flat
+/// at about 80 MiB with jemalloc.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let config = match Options::parse().with_file().and_then(Options::resolve) {
         Ok(config) => config,

@@ -456,3 +456,30 @@ fn checkouts_are_limited_to_10000_entries() {
     }
     refused(&stack.run(&["push-folder", path(&big)]), 2, "TOO_MANY_ENTRIES");
 }
+
+#[test]
+fn remote_deletions_stop_only_pushes_of_edited_files() {
+    let stack = Stack::start();
+    seed(&stack);
+    let co = stack.temp.path().join("co");
+    stack.ok(&["pull-folder", "default:/proj", path(&co)]);
+    let out = stack.run_with_stdin(
+        &["batch", "-", "--apply", "--idempotency-key", "trash"],
+        r#"[{"trash":{"path":"/proj/docs/b.txt"}},{"trash":{"path":"/proj/bin.dat"}}]"#,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+
+    // Unchanged local copies of deleted files do not stand in the way.
+    std::fs::write(co.join("a.md"), "alpha\nmore\n").unwrap();
+    assert_eq!(
+        stack.ok(&["push-folder", path(&co)]),
+        "plan     update  a.md (new version of v1, 11 bytes)\n\
+         preview: 1 change, 0 kept remotely; nothing applied (apply with --apply)\n"
+    );
+    // An edited one does: pushing it would silently bring it back.
+    std::fs::write(co.join("docs/b.txt"), "edited\n").unwrap();
+    let out = stack.run(&["push-folder", path(&co), "--apply"]);
+    refused(&out, 4, "PUSH_CONFLICT");
+    assert!(out.stdout.contains("CONFLICT docs/b.txt: deleted remotely\n"), "{out:?}");
+    assert_eq!(versions(&stack)["/proj/a.md"], 1);
+}

@@ -43,6 +43,10 @@ fn parse_source(source: &str, space: &str) -> Result<(String, String), CliError>
 
 pub async fn pull(ctx: &mut Context, args: PullArgs) -> Result<(), CliError> {
     let (space, path) = parse_source(&args.source, &ctx.space)?;
+    // Checked again when the directory is created; this only saves a listing.
+    if !args.resume && std::fs::symlink_metadata(&args.dir).is_ok() {
+        return Err(dir_exists(&args.dir));
+    }
     let request = pb::ResolveRequest { space: space.clone(), reference: path, ..Default::default() };
     let folder = ctx.client.fs.resolve(request).await?.into_inner();
     if folder.kind != pb::NodeKind::Directory as i32 {
@@ -140,12 +144,7 @@ async fn start(
     local::check_collisions(listed.keys().map(String::as_str)).map_err(|(a, b)| local::collision(&source, &a, &b))?;
     if let Err(error) = std::fs::create_dir(dir) {
         return Err(match error.kind() {
-            std::io::ErrorKind::AlreadyExists => CliError::refused(
-                "DIRECTORY_EXISTS",
-                format!("{} already exists", dir.display()),
-                "pull into a new directory, or finish an interrupted pull with --resume",
-                EXIT_CONFLICT,
-            ),
+            std::io::ErrorKind::AlreadyExists => dir_exists(dir),
             std::io::ErrorKind::NotFound => CliError::refused(
                 "NO_PARENT",
                 format!("the parent of {} does not exist", dir.display()),
@@ -177,6 +176,15 @@ async fn start(
     let journal = Journal::new(origin, entries);
     journal.save(dir)?;
     Ok(journal)
+}
+
+fn dir_exists(dir: &std::path::Path) -> CliError {
+    CliError::refused(
+        "DIRECTORY_EXISTS",
+        format!("{} already exists", dir.display()),
+        "pull into a new directory, or finish an interrupted pull with --resume",
+        EXIT_CONFLICT,
+    )
 }
 
 fn source_changed(remote_path: &str, dir: &std::path::Path, change: &str) -> CliError {

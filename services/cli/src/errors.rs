@@ -29,6 +29,10 @@ pub enum CliError {
     Io(#[from] io::Error),
     #[error("{0}")]
     Other(String),
+    /// A check made on this side refused the command (for example an unsafe
+    /// local tree or a conflicting folder push), with its own reason and next step.
+    #[error("{message}")]
+    Refused { reason: &'static str, message: String, next: String, exit: u8 },
     /// Already reported in detail (for example the failed reads of `read-many`); only the status remains.
     #[error("failed")]
     Failed(u8),
@@ -41,12 +45,18 @@ impl From<tonic::Status> for CliError {
 }
 
 impl CliError {
+    /// A refusal with a reason, a message, what to do next and an exit status.
+    pub fn refused(reason: &'static str, message: impl Into<String>, next: impl Into<String>, exit: u8) -> CliError {
+        CliError::Refused { reason, message: message.into(), next: next.into(), exit }
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_) => EXIT_USAGE,
             CliError::Status(status) => exit_code_for(status.code()),
             CliError::Io(_) | CliError::Other(_) => EXIT_OTHER,
             CliError::Failed(code) => *code,
+            CliError::Refused { exit, .. } => *exit,
         }
     }
 
@@ -81,6 +91,9 @@ impl CliError {
             CliError::Io(error) => ("IO".to_owned(), error.to_string(), HashMap::new()),
             CliError::Other(message) => ("ERROR".to_owned(), message.clone(), HashMap::new()),
             CliError::Failed(_) => ("FAILED".to_owned(), String::new(), HashMap::new()),
+            CliError::Refused { reason, message, next, .. } => {
+                ((*reason).to_owned(), message.clone(), HashMap::from([("nextAction".to_owned(), next.clone())]))
+            }
         }
     }
 }

@@ -9,7 +9,8 @@
 //! Every other subcommand is a client of a running front: one gRPC call, or
 //! the pages of one call (`ls`, `read`, `read-many`, `write`, `edit`, `find`,
 //! `grep`, `search`, `versions`, `diff`, `resolve`, `batch`, `watch`, and the
-//! admin commands `space`, `access`, `quota`, `functions`). Global flags:
+//! admin commands `space`, `access`, `quota`, `functions`), or a sequence of
+//! calls (`pull-folder`, `push-folder`; see the `sync` module). Global flags:
 //! `--addr` (`AGENTVFS_ADDR`, default `127.0.0.1:50051`), `--token`
 //! (`AGENTVFS_TOKEN`, sent as `authorization: Bearer`), `--space`
 //! (`AGENTVFS_SPACE`, default `default`), `--session` (`AGENTVFS_SESSION`, sent
@@ -17,6 +18,14 @@
 //! message). Paginated commands print `next page token: …` on stderr unless
 //! `--all` follows the pages to the end; edits and batches only preview
 //! unless `--apply` is given with an `--idempotency-key`.
+//!
+//! `pull-folder SPACE:PATH DIR` checks a folder out into a new local directory
+//! (original bytes, empty folders, and a private journal `.agentvfs-sync.json`
+//! with the base version and hash of every entry; `--resume` finishes an
+//! interrupted pull). `push-folder DIR` previews the new versions, files and
+//! folders the local edits make, stops on remote conflicts, moves and
+//! renames, and with `--apply` applies them step by step under idempotency
+//! keys, so a rerun after an interruption applies nothing twice.
 //!
 //! Results go to stdout. A failure prints `error: <REASON>: <message>` and
 //! `next: <what to do>` on stderr, and exits with a status by class:
@@ -44,6 +53,7 @@ mod client;
 mod commands;
 mod errors;
 mod output;
+mod sync;
 mod up;
 
 const EXIT_CODES: &str = "\
@@ -128,6 +138,10 @@ enum Command {
     /// Register the functions an agent may call.
     #[command(subcommand)]
     Functions(admin::FunctionsCommand),
+    /// Copy a folder into a new local directory, with a journal for push-folder.
+    PullFolder(sync::PullArgs),
+    /// Preview (or with --apply, upload) the local changes of a pulled folder.
+    PushFolder(sync::PushArgs),
 }
 
 fn main() -> ExitCode {
@@ -177,6 +191,8 @@ async fn client_command(global: Global, command: Command) -> Result<(), CliError
         Command::Access(command) => admin::access(ctx, command).await,
         Command::Quota(command) => admin::quota(ctx, command).await,
         Command::Functions(command) => admin::functions(ctx, command).await,
+        Command::PullFolder(args) => sync::pull(ctx, args).await,
+        Command::PushFolder(args) => sync::push(ctx, args).await,
     }
 }
 

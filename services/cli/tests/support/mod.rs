@@ -116,6 +116,31 @@ impl Stack {
         }
     }
 
+    /// The `agentvfs` binary with `args`, pointed at this stack, not started.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agentvfs"));
+        command
+            .args(["--addr", &self.addr])
+            .args(args)
+            .env_remove("AGENTVFS_SPACE")
+            .env_remove("AGENTVFS_TOKEN")
+            .env_remove("AGENTVFS_SESSION");
+        command
+    }
+
+    /// Like `run_with_stdin`, with any bytes (binary included) on stdin.
+    pub fn run_with_bytes(&self, args: &[&str], stdin: &[u8]) -> Output {
+        let mut child =
+            self.command(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        let output = child.wait_with_output().unwrap();
+        Output {
+            code: output.status.code().unwrap(),
+            stdout: String::from_utf8(output.stdout).unwrap(),
+            stderr: String::from_utf8(output.stderr).unwrap(),
+        }
+    }
+
     /// Runs a command that must succeed and returns its stdout.
     #[track_caller]
     pub fn ok(&self, args: &[&str]) -> String {

@@ -118,6 +118,11 @@ impl Worker {
         self.child.try_wait().expect("try_wait").is_some()
     }
 
+    /// The process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Where its index lives.
     pub fn index_dir(&self) -> &Path {
         &self.index_dir
@@ -158,12 +163,28 @@ impl Stack {
         Self::start_binaries(&front, &worker_binary(), front_args).await
     }
 
+    /// A stack with extra front flags and worker environment variables.
+    pub async fn start_configured(front_args: &[&str], worker_env: &[(&str, &str)]) -> Stack {
+        let front = PathBuf::from(env!("CARGO_BIN_EXE_agentvfs-front"));
+        Self::start_with(&front, &worker_binary(), front_args, worker_env).await
+    }
+
     /// A stack of the given front and worker binaries.
     pub async fn start_binaries(front_binary: &Path, worker_binary: &Path, front_args: &[&str]) -> Stack {
+        Self::start_with(front_binary, worker_binary, front_args, &[]).await
+    }
+
+    async fn start_with(
+        front_binary: &Path,
+        worker_binary: &Path,
+        front_args: &[&str],
+        worker_env: &[(&str, &str)],
+    ) -> Stack {
         let temp = tempfile::tempdir().expect("temp dir");
         let front_addr = format!("127.0.0.1:{}", free_port());
         let worker =
-            Worker::start_binary(worker_binary, &front_addr, "127.0.0.1:0", &temp.path().join("index"), &[]).await;
+            Worker::start_binary(worker_binary, &front_addr, "127.0.0.1:0", &temp.path().join("index"), worker_env)
+                .await;
         let mut args = vec!["--worker", worker.addr.as_str()];
         args.extend_from_slice(front_args);
         let data_dir = temp.path().join("data");
@@ -314,6 +335,11 @@ impl Front {
     /// True once the process has exited.
     pub fn exited(&mut self) -> bool {
         self.child.try_wait().expect("try_wait").is_some()
+    }
+
+    /// The process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Sends SIGTERM and waits for the exit status, keeping this runtime

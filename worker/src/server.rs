@@ -77,6 +77,12 @@ pub async fn serve(
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = Server::builder()
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
+        .max_concurrent_streams(Some(256))
+        // Grep jobs are bounded pages and index batches are small: anything
+        // this slow is stuck, and the front retries or fails over.
+        .timeout(std::time::Duration::from_secs(120))
         .trace_fn(|request| {
             // The front's request ID, so one call can be followed across both processes.
             let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");

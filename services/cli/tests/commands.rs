@@ -248,3 +248,51 @@ fn batch_and_admin_commands() {
     assert_eq!(stack.run(&["space", "delete", "other", "--confirm", "wrong"]).code, 2);
     assert!(stack.ok(&["space", "delete", "other", "--confirm", "other"]).starts_with("deleted space other"));
 }
+
+#[test]
+fn watch_prints_each_change_as_it_happens() {
+    use std::io::BufRead as _;
+
+    let stack = Stack::start();
+    let mut watch = stack
+        .command(&["watch", "/docs"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let _ = lines.send(line.unwrap());
+        }
+    });
+    // The watch follows only changes made after it starts: keep writing
+    // until the first one shows up, then make the rest.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let first = loop {
+        stack.ok(&["write", "/docs/a.md", "--content", "one\n"]);
+        if let Ok(line) = received.recv_timeout(Duration::from_millis(200)) {
+            break line;
+        }
+        assert!(Instant::now() < deadline, "watch printed nothing");
+    };
+    assert!(first.starts_with('r') && first.contains(" /docs"), "{first}");
+    stack.ok(&["write", "/elsewhere.md", "--content", "not under /docs\n"]);
+    stack.ok(&["write", "/docs/b.md", "--content", "two\n"]);
+    let actions = stack.temp.path().join("rename.json");
+    std::fs::write(&actions, r#"[{"rename": {"path": "/docs/b.md", "newName": "c.md"}}]"#).unwrap();
+    stack.ok(&["batch", actions.to_str().unwrap(), "--apply", "--idempotency-key", "rename-b"]);
+
+    let mut rest = Vec::new();
+    while rest.len() < 2 {
+        let line = received.recv_timeout(Duration::from_secs(10)).expect("an event for each change");
+        // Events of the first writes may still be arriving.
+        if !line.ends_with("/docs/a.md") && !line.ends_with("mkdir /docs") {
+            rest.push(line.split_once(' ').unwrap().1.to_owned());
+        }
+    }
+    assert_eq!(rest, ["created /docs/b.md", "renamed /docs/c.md (from /docs/b.md)"]);
+    let _ = watch.kill();
+    let _ = watch.wait();
+}

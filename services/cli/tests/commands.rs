@@ -270,8 +270,11 @@ fn watch_prints_each_change_as_it_happens() {
     // The watch follows only changes made after it starts: keep writing
     // until the first one shows up, then make the rest.
     let deadline = Instant::now() + Duration::from_secs(20);
+    let mut n = 0;
     let first = loop {
-        stack.ok(&["write", "/docs/a.md", "--content", "one\n"]);
+        // Each write changes the file: rewriting the same bytes is no change.
+        n += 1;
+        stack.ok(&["write", "/docs/a.md", "--content", &format!("write {n}\n")]);
         if let Ok(line) = received.recv_timeout(Duration::from_millis(200)) {
             break line;
         }

@@ -114,8 +114,7 @@ pub async fn serve(
     ));
     let server = Server::builder()
         .layer(crate::metrics::RpcMetricsLayer)
-        .layer(crate::grpc::limits::MessageLimitLayer { limit })
-        .layer(crate::grpc::timeout::TimeoutLayer { limit: config.request_timeout })
+        .layer(crate::grpc::limits::CallLimitsLayer { message_bytes: limit, timeout: config.request_timeout })
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
         // Bounds what one connection can ask of the server at once; calls

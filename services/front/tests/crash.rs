@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::batch_action::Action;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
-use support::{Stack, failpoint_binaries, read, reason};
+use support::{Stack, apply_batch, failpoint_binaries, read, reason, replace};
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -88,16 +88,6 @@ fn content(key: &str, rng: &mut Rng) -> String {
         text.push_str(&format!("line {n} of {key}\n"));
     }
     text
-}
-
-fn replace(old: &str, new: &str) -> pb::TextEdit {
-    pb::TextEdit {
-        kind: Some(pb::text_edit::Kind::Replace(pb::ReplaceEdit {
-            old_text: old.into(),
-            new_text: new.into(),
-            ..Default::default()
-        })),
-    }
 }
 
 /// What a task believes a file holds: its latest version and bytes.
@@ -234,7 +224,7 @@ impl Task {
         }
         if roll < 90 {
             let (actions, changes) = self.batch_actions(&key, false);
-            return Some(planned(Call::Batch(batch(&self.space, actions, &key)), changes, false));
+            return Some(planned(Call::Batch(apply_batch(&self.space, actions, &key)), changes, false));
         }
         // Stale: a write against an older version, or a batch whose last
         // action edits against one. Either must change nothing.
@@ -250,7 +240,7 @@ impl Task {
             return Some(planned(Call::Write(request), Vec::new(), true));
         }
         let (actions, _) = self.batch_actions(&key, true);
-        Some(planned(Call::Batch(batch(&self.space, actions, &key)), Vec::new(), true))
+        Some(planned(Call::Batch(apply_batch(&self.space, actions, &key)), Vec::new(), true))
     }
 
     /// Edits of existing files against their versions, then maybe a new
@@ -299,16 +289,6 @@ impl Task {
                 self.files[index] = Some(Latest { version: *version, content: text.clone(), key: planned.key.clone() });
             }
         }
-    }
-}
-
-fn batch(space: &str, actions: Vec<Action>, key: &str) -> pb::BatchRequest {
-    pb::BatchRequest {
-        space: space.into(),
-        actions: actions.into_iter().map(|a| pb::BatchAction { action: Some(a) }).collect(),
-        apply: true,
-        idempotency_key: key.into(),
-        ..Default::default()
     }
 }
 

@@ -8,19 +8,9 @@ mod support;
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
-use support::{Front, assert_error, metadata, read, write_bytes, write_text};
+use support::{Front, assert_error, metadata, read, replace, write_bytes, write_text};
 use tonic::Code;
 use tonic::transport::Channel;
-
-fn replace(old: &str, new: &str) -> pb::TextEdit {
-    pb::TextEdit {
-        kind: Some(pb::text_edit::Kind::Replace(pb::ReplaceEdit {
-            old_text: old.into(),
-            new_text: new.into(),
-            ..Default::default()
-        })),
-    }
-}
 
 fn edit(path: &str, base: Option<u64>, edits: Vec<pb::TextEdit>) -> pb::EditRequest {
     pb::EditRequest { space: "s".into(), path: path.into(), base_version: base, edits, ..Default::default() }

@@ -9,18 +9,8 @@ use std::time::Duration;
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::batch_action::Action;
-use support::{Front, assert_error, read, write_text};
+use support::{Front, apply_batch, assert_error, read, replace, write_text};
 use tonic::Code;
-
-fn batch(space: &str, actions: Vec<Action>, key: &str) -> pb::BatchRequest {
-    pb::BatchRequest {
-        space: space.into(),
-        actions: actions.into_iter().map(|a| pb::BatchAction { action: Some(a) }).collect(),
-        apply: true,
-        idempotency_key: key.into(),
-        ..Default::default()
-    }
-}
 
 async fn next(stream: &mut tonic::Streaming<pb::WatchEvent>) -> pb::WatchEvent {
     tokio::time::timeout(Duration::from_secs(10), stream.message()).await.expect("an event in time").unwrap().unwrap()
@@ -41,14 +31,14 @@ async fn watch_streams_every_change_in_order_and_resumes() {
     fs.write(write_text("other", "/docs/a.md", "not for this watcher")).await.unwrap();
     fs.write(write_text("s", "/elsewhere.md", "outside the prefix")).await.unwrap();
     fs.write(write_text("s", "/docs/a.md", "2")).await.unwrap();
-    fs.batch(batch(
+    fs.batch(apply_batch(
         "s",
         vec![Action::Rename(pb::RenameAction { path: "/docs/a.md".into(), new_name: "b.md".into() })],
         "r",
     ))
     .await
     .unwrap();
-    fs.batch(batch("s", vec![Action::Trash(pb::TrashAction { path: "/docs/b.md".into() })], "t")).await.unwrap();
+    fs.batch(apply_batch("s", vec![Action::Trash(pb::TrashAction { path: "/docs/b.md".into() })], "t")).await.unwrap();
 
     let mut seen = Vec::new();
     for _ in 0..5 {
@@ -95,7 +85,7 @@ async fn compaction_drops_old_history_and_keeps_the_latest() {
     fs.write(write_text("s", "/a.txt", "two")).await.unwrap();
     let last = fs.write(write_text("s", "/a.txt", "three")).await.unwrap().into_inner();
     fs.write(write_text("s", "/gone.txt", "bye")).await.unwrap();
-    fs.batch(batch("s", vec![Action::Trash(pb::TrashAction { path: "/gone.txt".into() })], "t")).await.unwrap();
+    fs.batch(apply_batch("s", vec![Action::Trash(pb::TrashAction { path: "/gone.txt".into() })], "t")).await.unwrap();
 
     let mut admin = front.admin().await;
     let compacted = admin.compact(pb::CompactRequest { space: "s".into(), revision: 0 }).await.unwrap().into_inner();
@@ -139,16 +129,10 @@ async fn versions_name_the_key_of_the_batch_that_made_them() {
         Action::Edit(pb::EditAction {
             path: "/a.md".into(),
             base_version: Some(1),
-            edits: vec![pb::TextEdit {
-                kind: Some(pb::text_edit::Kind::Replace(pb::ReplaceEdit {
-                    old_text: "alpha".into(),
-                    new_text: "ALPHA".into(),
-                    ..Default::default()
-                })),
-            }],
+            edits: vec![replace("alpha", "ALPHA")],
         }),
     ];
-    let applied = fs.batch(batch("s", actions, "batch-key-1")).await.unwrap().into_inner();
+    let applied = fs.batch(apply_batch("s", actions, "batch-key-1")).await.unwrap().into_inner();
     for path in ["/a.md", "/b.md"] {
         let request = pb::ListVersionsRequest { space: "s".into(), path: path.into(), ..Default::default() };
         let newest = fs.list_versions(request).await.unwrap().into_inner().versions.remove(0);

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::batch_action::Action;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
-use support::{Stack, write_text};
+use support::{Stack, apply_batch, write_text};
 use tonic::transport::Channel;
 
 fn search(query: &str) -> pb::SearchRequest {
@@ -43,16 +43,6 @@ fn paths(hits: &[pb::SearchHit]) -> Vec<&str> {
     paths
 }
 
-fn batch(actions: Vec<Action>, key: &str) -> pb::BatchRequest {
-    pb::BatchRequest {
-        space: "s".into(),
-        actions: actions.into_iter().map(|a| pb::BatchAction { action: Some(a) }).collect(),
-        apply: true,
-        idempotency_key: key.into(),
-        ..Default::default()
-    }
-}
-
 #[tokio::test]
 async fn writes_become_searchable_and_changes_are_reflected() {
     let stack = Stack::start(&[]).await;
@@ -79,14 +69,17 @@ async fn writes_become_searchable_and_changes_are_reflected() {
     // Edit, rename, trash: each is reflected.
     fs.write(write_text("s", "/notes/lion.md", "A lion sleeps.\n")).await.unwrap();
     eventually(&mut fs, "zebra", |h| paths(h) == ["/notes/zebra.md"]).await;
-    fs.batch(batch(
+    fs.batch(apply_batch(
+        "s",
         vec![Action::Rename(pb::RenameAction { path: "/notes/zebra.md".into(), new_name: "stripes.md".into() })],
         "r",
     ))
     .await
     .unwrap();
     eventually(&mut fs, "zebra", |h| paths(h) == ["/notes/stripes.md"]).await;
-    fs.batch(batch(vec![Action::Trash(pb::TrashAction { path: "/notes/stripes.md".into() })], "t")).await.unwrap();
+    fs.batch(apply_batch("s", vec![Action::Trash(pb::TrashAction { path: "/notes/stripes.md".into() })], "t"))
+        .await
+        .unwrap();
     eventually(&mut fs, "zebra", <[pb::SearchHit]>::is_empty).await;
     eventually(&mut fs, "sleeps", |h| paths(h) == ["/notes/lion.md"]).await;
 

@@ -13,7 +13,6 @@ pub mod limits;
 pub mod page_token;
 mod read;
 mod search;
-pub mod timeout;
 mod transfer;
 mod watch;
 

@@ -416,3 +416,25 @@ pub fn write_bytes(space: &str, path: &str, data: &[u8]) -> pb::WriteRequest {
 pub fn read(space: &str, path: &str) -> pb::ReadRequest {
     pb::ReadRequest { space: space.into(), path: path.into(), ..Default::default() }
 }
+
+/// A text edit replacing `old` (which must occur once) with `new`.
+pub fn replace(old: &str, new: &str) -> pb::TextEdit {
+    pb::TextEdit {
+        kind: Some(pb::text_edit::Kind::Replace(pb::ReplaceEdit {
+            old_text: old.into(),
+            new_text: new.into(),
+            ..Default::default()
+        })),
+    }
+}
+
+/// A batch of `actions` in `space`, applied under idempotency key `key`.
+pub fn apply_batch(space: &str, actions: Vec<pb::batch_action::Action>, key: &str) -> pb::BatchRequest {
+    pb::BatchRequest {
+        space: space.into(),
+        actions: actions.into_iter().map(|a| pb::BatchAction { action: Some(a) }).collect(),
+        apply: true,
+        idempotency_key: key.into(),
+        ..Default::default()
+    }
+}

@@ -80,8 +80,9 @@ impl CliError {
         }
     }
 
-    /// The stable reason, the message and the `ErrorInfo` metadata.
-    fn parts(&self) -> (String, String, HashMap<String, String>) {
+    /// The stable reason, the message and the `ErrorInfo` metadata (with
+    /// `nextAction` and `retryable` when the front sent them).
+    pub fn parts(&self) -> (String, String, HashMap<String, String>) {
         match self {
             CliError::Usage(message) => ("USAGE".to_owned(), message.clone(), HashMap::new()),
             CliError::Status(status) => match status.get_details_error_info() {

@@ -6,6 +6,11 @@
 //! this executable, else on `PATH`), waits until the front serves, makes sure
 //! a space named `default` exists, and stops both on Ctrl-C or SIGTERM.
 //!
+//! `agentvfs mcp` serves the Model Context Protocol on stdin/stdout: the tools
+//! `ls`, `read`, `write`, `edit`, `find`, `grep`, `search`, `read_many` and
+//! `batch`, each one gRPC call to the front at `--addr`, in `--space` unless a
+//! call names another, all in one session (`--session`, else a new one).
+//!
 //! Every other subcommand is a client of a running front: one gRPC call, or
 //! the pages of one call (`ls`, `read`, `read-many`, `write`, `edit`, `find`,
 //! `grep`, `search`, `versions`, `diff`, `resolve`, `batch`, `watch`, and the
@@ -52,6 +57,7 @@ use self::output::Output;
 mod client;
 mod commands;
 mod errors;
+mod mcp;
 mod output;
 mod sync;
 mod up;
@@ -142,6 +148,8 @@ enum Command {
     PullFolder(sync::PullArgs),
     /// Preview (or with --apply, upload) the local changes of a pulled folder.
     PushFolder(sync::PushArgs),
+    /// Serve the agent tools over the Model Context Protocol on stdin/stdout.
+    Mcp,
 }
 
 fn main() -> ExitCode {
@@ -154,6 +162,16 @@ fn main() -> ExitCode {
         return match runtime.block_on(up::run(args)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => fail(&error),
+        };
+    }
+    if let Command::Mcp = cli.command {
+        let Global { addr, token, space, session, json } = cli.global;
+        return match runtime.block_on(mcp::run(&addr, token.as_deref(), space, session)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                error.report(json);
+                ExitCode::from(error.exit_code())
+            }
         };
     }
     let json = cli.global.json;
@@ -173,7 +191,7 @@ async fn client_command(global: Global, command: Command) -> Result<(), CliError
     let mut ctx = Context { client, space: global.space, out: Output::new(global.json)? };
     let ctx = &mut ctx;
     match command {
-        Command::Up(_) => Ok(()),
+        Command::Up(_) | Command::Mcp => Ok(()),
         Command::Ls(args) => files::ls(ctx, args).await,
         Command::Read(args) => files::read(ctx, args).await,
         Command::ReadMany(args) => files::read_many(ctx, args).await,

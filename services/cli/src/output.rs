@@ -18,10 +18,7 @@ pub struct Output {
 
 impl Output {
     pub fn new(json: bool) -> Result<Output, CliError> {
-        let json = json
-            .then(|| DescriptorPool::decode(agentvfs_proto::FILE_DESCRIPTOR_SET))
-            .transpose()
-            .map_err(|error| CliError::Other(format!("cannot load the proto descriptors: {error}")))?;
+        let json = json.then(descriptors).transpose()?;
         Ok(Output { json })
     }
 
@@ -32,14 +29,8 @@ impl Output {
     /// Prints `message` (of proto type `agentvfs.v1.<name>`) as one JSON line.
     pub fn message<M: prost::Message>(&self, name: &str, message: &M) -> Result<(), CliError> {
         let Some(pool) = &self.json else { return Ok(()) };
-        let full_name = format!("agentvfs.v1.{name}");
-        let descriptor = pool
-            .get_message_by_name(&full_name)
-            .ok_or_else(|| CliError::Other(format!("no descriptor for {full_name}")))?;
-        let dynamic = DynamicMessage::decode(descriptor, message.encode_to_vec().as_slice())
-            .map_err(|error| CliError::Other(format!("cannot re-decode {full_name}: {error}")))?;
-        let text = serde_json::to_string(&dynamic)
-            .map_err(|error| CliError::Other(format!("cannot print {full_name} as JSON: {error}")))?;
+        let text = serde_json::to_string(&dynamic(pool, name, message)?)
+            .map_err(|error| CliError::Other(format!("cannot print agentvfs.v1.{name} as JSON: {error}")))?;
         line(&text)
     }
 
@@ -49,6 +40,22 @@ impl Output {
             eprintln!("next page token: {token}");
         }
     }
+}
+
+/// Loads the descriptors of the agentvfs proto files, which give proto JSON its field names.
+pub fn descriptors() -> Result<DescriptorPool, CliError> {
+    DescriptorPool::decode(agentvfs_proto::FILE_DESCRIPTOR_SET)
+        .map_err(|error| CliError::Other(format!("cannot load the proto descriptors: {error}")))
+}
+
+/// `message` as the dynamic message `agentvfs.v1.<name>`, which serializes as proto JSON.
+pub fn dynamic<M: prost::Message>(pool: &DescriptorPool, name: &str, message: &M) -> Result<DynamicMessage, CliError> {
+    let full_name = format!("agentvfs.v1.{name}");
+    let descriptor = pool
+        .get_message_by_name(&full_name)
+        .ok_or_else(|| CliError::Other(format!("no descriptor for {full_name}")))?;
+    DynamicMessage::decode(descriptor, message.encode_to_vec().as_slice())
+        .map_err(|error| CliError::Other(format!("cannot re-decode {full_name}: {error}")))
 }
 
 /// One line on stdout.

@@ -1,0 +1,259 @@
+//! `agentvfs mcp` end to end: rmcp's own client drives the real binary over
+//! stdio against a real front and worker.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
+use support::Stack;
+
+type McpClient = RunningService<RoleClient, ()>;
+
+/// Starts `agentvfs mcp` against `addr` and completes the MCP handshake.
+async fn connect(addr: &str, extra: &[&str]) -> McpClient {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentvfs"));
+    command
+        .args(["--addr", addr])
+        .args(extra)
+        .arg("mcp")
+        .env_remove("AGENTVFS_SPACE")
+        .env_remove("AGENTVFS_TOKEN")
+        .env_remove("AGENTVFS_SESSION");
+    ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap()
+}
+
+async fn call(client: &McpClient, tool: &str, arguments: Value) -> CallToolResult {
+    let Value::Object(arguments) = arguments else { panic!("arguments must be an object") };
+    client.call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)).await.unwrap()
+}
+
+/// The JSON of a result: its one text block, which the structured content repeats.
+#[track_caller]
+fn json_of(result: &CallToolResult) -> Value {
+    assert_eq!(result.content.len(), 1, "{result:?}");
+    let text: Value = serde_json::from_str(&result.content[0].as_text().unwrap().text).unwrap();
+    assert_eq!(result.structured_content.as_ref(), Some(&text), "text and structured content differ");
+    text
+}
+
+#[track_caller]
+fn ok(result: &CallToolResult) -> Value {
+    assert_eq!(result.is_error, Some(false), "expected success: {result:?}");
+    json_of(result)
+}
+
+/// The `error` object of a tool error, after checking that it says what to do next.
+#[track_caller]
+fn tool_error(result: &CallToolResult, reason: &str) -> Value {
+    assert_eq!(result.is_error, Some(true), "expected a tool error: {result:?}");
+    let error = json_of(result)["error"].clone();
+    assert_eq!(error["reason"], reason, "{error}");
+    assert!(!error["message"].as_str().unwrap().is_empty(), "{error}");
+    assert!(error["next_action"].as_str().unwrap().len() > 10, "no next action: {error}");
+    error
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap()
+}
+
+#[test]
+fn tools_list_names_the_nine_tools_with_input_schemas() {
+    let stack = Stack::start();
+    runtime().block_on(async {
+        let client = connect(&stack.addr, &["--space", "default"]).await;
+        let info = client.peer_info().unwrap();
+        assert!(info.instructions.as_deref().unwrap().contains("next_page_token"));
+        let tools = client.list_all_tools().await.unwrap();
+        let mut names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["batch", "edit", "find", "grep", "ls", "read", "read_many", "search", "write"]);
+        for tool in &tools {
+            let schema = &tool.input_schema;
+            assert_eq!(schema["type"], "object", "{}", tool.name);
+            let properties = schema["properties"].as_object().unwrap();
+            assert_eq!(properties["space"]["default"], "default", "{}", tool.name);
+            assert!(tool.description.as_deref().unwrap().len() > 200, "{} is barely described", tool.name);
+            for (field, property) in properties {
+                assert!(property.get("description").is_some(), "{}.{field} has no description", tool.name);
+            }
+        }
+        let schema = |name: &str| tools.iter().find(|tool| tool.name == name).unwrap().input_schema.clone();
+        assert_eq!(schema("read")["required"], json!(["path"]));
+        assert_eq!(schema("edit")["required"], json!(["path", "edits"]));
+        for name in ["write", "edit", "batch"] {
+            assert!(schema(name)["properties"].get("idempotency_key").is_some(), "{name}");
+        }
+        assert!(schema("edit")["properties"].get("dry_run").is_some());
+        assert!(
+            tools
+                .iter()
+                .find(|tool| tool.name == "edit")
+                .unwrap()
+                .description
+                .as_deref()
+                .unwrap()
+                .contains("READ_REQUIRED")
+        );
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn read_then_edit_then_grep_in_one_session() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/docs/a.md", "--content", "alpha\nbeta\ngamma\n"]);
+    runtime().block_on(async {
+        let client = connect(&stack.addr, &[]).await;
+        let edit = json!({
+            "path": "/docs/a.md",
+            "edits": [{"type": "replace", "old_text": "beta", "new_text": "BETA"}],
+            "idempotency_key": "beta-to-upper",
+        });
+        // Read before edit: this session has not read the file yet.
+        tool_error(&call(&client, "edit", edit.clone()).await, "READ_REQUIRED");
+
+        let read = ok(&call(&client, "read", json!({"path": "/docs/a.md"})).await);
+        assert_eq!(read["content"], "alpha\nbeta\ngamma\n");
+        assert_eq!(read["version"], 1);
+        assert_eq!(read["total_lines"], 3);
+
+        let mut preview = edit.clone();
+        preview["dry_run"] = json!(true);
+        preview["idempotency_key"] = json!("preview");
+        let preview = ok(&call(&client, "edit", preview).await);
+        assert_eq!(preview["dry_run"], true);
+        assert!(preview["diff"].as_str().unwrap().contains("-beta\n+BETA\n"), "{preview}");
+        assert_eq!(stack.ok(&["read", "/docs/a.md"]), "alpha\nbeta\ngamma\n", "a dry run saved");
+
+        let edited = ok(&call(&client, "edit", edit.clone()).await);
+        assert_eq!((edited["changed"].clone(), edited["version"].clone()), (json!(true), json!(2)), "{edited}");
+        assert_eq!(stack.ok(&["read", "/docs/a.md"]), "alpha\nBETA\ngamma\n");
+        // The same key and arguments replay the first answer instead of editing again.
+        assert_eq!(ok(&call(&client, "edit", edit).await), edited);
+
+        let grep = ok(&call(&client, "grep", json!({"pattern": "BETA", "output_mode": "content"})).await);
+        let matches = grep["matches"].as_array().unwrap();
+        assert_eq!(matches.len(), 1, "{grep}");
+        assert_eq!((&matches[0]["path"], &matches[0]["line_number"]), (&json!("/docs/a.md"), &json!(2)));
+        assert_eq!(matches[0]["version"], 2);
+        assert_eq!(grep["complete"], true);
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn sessions_are_per_connection_unless_given() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/a.txt", "--content", "one\n"]);
+    runtime().block_on(async {
+        let edit = json!({"path": "/a.txt", "edits": [{"type": "append", "text": "two\n"}]});
+        let reader = connect(&stack.addr, &[]).await;
+        let other = connect(&stack.addr, &[]).await;
+        ok(&call(&reader, "read", json!({"path": "/a.txt"})).await);
+        tool_error(&call(&other, "edit", edit.clone()).await, "READ_REQUIRED");
+
+        let shared_reader = connect(&stack.addr, &["--session", "shared"]).await;
+        let shared_editor = connect(&stack.addr, &["--session", "shared"]).await;
+        ok(&call(&shared_reader, "read", json!({"path": "/a.txt"})).await);
+        assert_eq!(ok(&call(&shared_editor, "edit", edit).await)["version"], 2);
+        for client in [reader, other, shared_reader, shared_editor] {
+            client.cancel().await.unwrap();
+        }
+    });
+}
+
+#[test]
+fn failures_are_tool_errors_with_reason_and_next_action() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/docs/a.md", "--content", "alpha\nbeta\n"]);
+    runtime().block_on(async {
+        let client = connect(&stack.addr, &[]).await;
+        let missing = tool_error(&call(&client, "read", json!({"path": "/docs/missing.md"})).await, "NOT_FOUND");
+        assert!(missing["message"].as_str().unwrap().contains("/docs/missing.md"), "{missing}");
+        assert_eq!(missing["retryable"], false);
+
+        ok(&call(&client, "read", json!({"path": "/docs/a.md"})).await);
+        let edit = json!({"path": "/docs/a.md", "edits": [{"type": "replace", "old_text": "  beta", "new_text": "b"}]});
+        let no_match = tool_error(&call(&client, "edit", edit).await, "EDIT_NO_MATCH");
+        assert!(no_match["next_action"].as_str().unwrap().to_lowercase().contains("read"), "{no_match}");
+
+        // Arguments that do not fit the schema never reach the front.
+        let bad =
+            tool_error(&call(&client, "read", json!({"path": "/docs/a.md", "lines": "1:2"})).await, "INVALID_ARGUMENT");
+        assert!(bad["message"].as_str().unwrap().contains("lines"), "{bad}");
+        tool_error(&call(&client, "grep", json!({})).await, "INVALID_ARGUMENT");
+        tool_error(&call(&client, "ls", json!({"page_size": -1})).await, "INVALID_ARGUMENT");
+
+        // A batch that fails at an action names that action's reason, with every outcome.
+        let batch = json!({"actions": [{"mkdir": {"path": "/new"}}, {"rename": {"path": "/nope", "new_name": "x"}}]});
+        let result = call(&client, "batch", batch).await;
+        let failed = tool_error(&result, "NOT_FOUND");
+        assert!(failed["message"].as_str().unwrap().starts_with("action 1 failed"), "{failed}");
+        assert_eq!(json_of(&result)["batch"]["failed_index"], 1);
+        assert_eq!(json_of(&result)["batch"]["outcomes"][0]["ok"], true);
+
+        // A front that cannot be reached is retryable.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+        let orphan = connect(&closed, &[]).await;
+        let unavailable = tool_error(&call(&orphan, "ls", json!({})).await, "UNAVAILABLE");
+        assert_eq!(unavailable["retryable"], true);
+        orphan.cancel().await.unwrap();
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn next_page_token_continues_ls_and_grep() {
+    let stack = Stack::start();
+    runtime().block_on(async {
+        let client = connect(&stack.addr, &[]).await;
+        let mut creates = vec![json!({"mkdir": {"path": "/p"}})];
+        creates.extend(
+            (1..=5).map(|n| json!({"create": {"path": format!("/p/f{n}.txt"), "content": format!("needle {n}\n")}})),
+        );
+        let applied =
+            ok(&call(&client, "batch", json!({"actions": creates, "apply": true, "idempotency_key": "seed"})).await);
+        assert_eq!(applied["applied"], 6, "{applied}");
+
+        let mut paths = Vec::new();
+        let mut arguments = json!({"path": "/p", "page_size": 2});
+        loop {
+            let page = ok(&call(&client, "ls", arguments.clone()).await);
+            let entries = page["entries"].as_array().unwrap();
+            assert!(entries.len() <= 2, "{page}");
+            paths.extend(entries.iter().map(|entry| entry["path"].as_str().unwrap().to_owned()));
+            match page.get("next_page_token") {
+                Some(token) => arguments["page_token"] = token.clone(),
+                None => break,
+            }
+        }
+        assert_eq!(paths, (1..=5).map(|n| format!("/p/f{n}.txt")).collect::<Vec<_>>());
+
+        let mut lines = Vec::new();
+        let mut pages = 0;
+        let mut arguments = json!({"pattern": "needle", "path": "/p", "output_mode": "content", "head_limit": 2});
+        loop {
+            let page = ok(&call(&client, "grep", arguments.clone()).await);
+            pages += 1;
+            for found in page["matches"].as_array().unwrap() {
+                lines.push(found["line"].as_str().unwrap().to_owned());
+            }
+            match page.get("next_page_token") {
+                Some(token) => arguments["page_token"] = token.clone(),
+                None => {
+                    assert_eq!(page["complete"], true);
+                    break;
+                }
+            }
+        }
+        assert!(pages >= 3, "five matches two at a time took {pages} pages");
+        assert_eq!(lines, (1..=5).map(|n| format!("needle {n}")).collect::<Vec<_>>());
+        client.cancel().await.unwrap();
+    });
+}

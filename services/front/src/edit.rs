@@ -63,9 +63,12 @@ pub enum FailureKind {
 pub fn apply(original: &str, edits: &[EditOp]) -> Result<(String, Vec<u32>), EditFailure> {
     let mut text = original.to_owned();
     let mut counts = Vec::with_capacity(edits.len());
+    // The line-ending style is the file's as the request found it: an
+    // earlier edit that removes every terminator does not make later
+    // edits insert bare `\n` into a CRLF file.
+    let crlf = uses_crlf(original);
     for (index, edit) in edits.iter().enumerate() {
         let fail = |kind| EditFailure { index, kind };
-        let crlf = uses_crlf(&text);
         let count = match edit {
             EditOp::Replace { old_text, new_text, expected_matches, replace_all } => {
                 if old_text.is_empty() {

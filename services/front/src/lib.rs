@@ -39,6 +39,8 @@ pub mod ids;
 pub mod indexer;
 pub mod metrics;
 pub mod path;
+#[doc(hidden)]
+pub mod properties;
 pub mod reference;
 pub mod server;
 pub mod sessions;

@@ -34,6 +34,14 @@ fn crlf_files_stay_crlf() {
 }
 
 #[test]
+fn a_crlf_file_stays_crlf_after_an_edit_removes_its_terminators() {
+    // The first edit leaves no `\n` in the file; the second still inserts
+    // CRLF, because the line-ending style is the file's as it was.
+    let edits = [replace("\n", "x"), replace("x", "\n\n")];
+    assert_eq!(apply("\r\n", &edits).unwrap().0, "\r\r\n\r\n");
+}
+
+#[test]
 fn lines_edits_check_the_current_text() {
     let file = "a\nb\nc";
     let edit = |old: &str| EditOp::Lines { start_line: 2, end_line: 3, old_text: old.into(), new_text: "B\n".into() };

@@ -56,6 +56,11 @@ impl PageToken {
         let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| invalid("it is not a token this server issued"))?;
         let decoded: PageToken =
             postcard::from_bytes(&bytes).map_err(|_| invalid("it is not a token this server issued"))?;
+        // postcard ignores trailing bytes and accepts over-long integers; only
+        // the exact spelling the server issues is a token.
+        if decoded.encode() != token {
+            return Err(invalid("it is not a token this server issued"));
+        }
         if decoded.fingerprint != fingerprint {
             return Err(invalid("it was issued for a call with different arguments"));
         }
@@ -76,6 +81,21 @@ mod tests {
         assert_eq!(PageToken::decode(&token.encode(), other).unwrap_err().reason, Reason::CursorInvalid);
         assert_eq!(PageToken::decode("garbage!", fp).unwrap_err().reason, Reason::CursorInvalid);
         assert_eq!(PageToken::decode("", fp).unwrap_err().reason, Reason::CursorInvalid);
+    }
+
+    #[test]
+    fn only_the_issued_spelling_is_accepted() {
+        let fp = [0; 16];
+        let token = PageToken { fingerprint: fp, revision: 0, after: String::new(), position: 0, line: 0 };
+        let mut bytes = crate::store::records::encode(&token);
+        assert_eq!(PageToken::decode(&URL_SAFE_NO_PAD.encode(&bytes), fp).unwrap(), token);
+        // A trailing byte.
+        bytes.push(0);
+        assert_eq!(PageToken::decode(&URL_SAFE_NO_PAD.encode(&bytes), fp).unwrap_err().reason, Reason::CursorInvalid);
+        // An over-long encoding of revision 0 (varint 0x80 0x00).
+        bytes.pop();
+        bytes.splice(16..17, [0x80, 0x00]);
+        assert_eq!(PageToken::decode(&URL_SAFE_NO_PAD.encode(&bytes), fp).unwrap_err().reason, Reason::CursorInvalid);
     }
 
     #[test]

@@ -1,0 +1,452 @@
+//! The invariants the parsers and engines promise, as executable checks.
+//!
+//! Each `check_*` function takes arbitrary input, runs the code under test on
+//! it and panics when a promise is broken: a panic inside the code, a result
+//! that does not round-trip, a refusal that names the wrong reason. The
+//! property tests in `properties/tests.rs` call them with generated input on
+//! stable Rust; the `cargo fuzz` targets under `fuzz/` call them with
+//! coverage-guided input. Both sides therefore test the same properties.
+//!
+//! | check                        | code under test                                   |
+//! |------------------------------|---------------------------------------------------|
+//! | [`check_path_parse`]         | [`SpacePath::parse`] and its navigation           |
+//! | [`check_reference_parse`]    | [`Reference::parse`] and [`reference::uri`]       |
+//! | [`check_glob`]               | [`Glob::new`] and [`Glob::matches`]               |
+//! | [`check_page_token`]         | [`PageToken::decode`]                             |
+//! | [`check_page_token_fields`]  | [`PageToken::encode`] / [`PageToken::decode`]     |
+//! | [`check_edit`]               | [`edit::apply`]                                   |
+//! | [`check_utf16_offsets`]      | the UTF-16 offset functions of [`text`]           |
+//! | [`check_slice`]              | [`text::slice`] and [`TextMeta::analyze`]         |
+//! | [`check_request_decode`]     | decoding every request message, and its status    |
+
+use agentvfs_proto::v1 as pb;
+use prost::Message;
+use tonic_types::StatusExt;
+use unicode_normalization::{UnicodeNormalization, is_nfc};
+
+use crate::edit::{self, EditOp, FailureKind};
+use crate::error::Reason;
+use crate::glob::{Glob, GlobError, MAX_GLOB_BYTES};
+use crate::grpc::page_token::PageToken;
+use crate::ids::{NodeId, SpaceId};
+use crate::path::{MAX_DEPTH, MAX_PATH_BYTES, MAX_SEGMENT_BYTES, PathError, SpacePath};
+use crate::reference::{self, ITEM_PREFIX, Reference, SPACE_PREFIX, URI_PREFIX};
+use crate::text::{self, SliceRequest, TextMeta};
+
+/// Asserts every invariant of a parsed path.
+fn assert_valid_path(path: &SpacePath) {
+    let s = path.as_str();
+    assert!(s.starts_with('/'), "{s:?} is not absolute");
+    assert!(s.len() <= MAX_PATH_BYTES, "{s:?} is too long");
+    assert!(is_nfc(s), "{s:?} is not NFC");
+    assert!(!s.contains('\\') && !s.chars().any(char::is_control), "{s:?} has a forbidden character");
+    if path.is_root() {
+        assert_eq!(s, "/");
+        assert_eq!(path.depth(), 0);
+        assert_eq!(path.parent(), None);
+        assert_eq!(path.name(), "");
+        return;
+    }
+    let segments: Vec<&str> = s[1..].split('/').collect();
+    for segment in &segments {
+        assert!(!matches!(*segment, "" | "." | ".."), "{s:?} has an empty, `.` or `..` segment");
+        assert!(segment.len() <= MAX_SEGMENT_BYTES, "{s:?} has a segment that is too long");
+    }
+    assert!(segments.len() <= MAX_DEPTH, "{s:?} is too deep");
+    assert_eq!(path.depth(), segments.len(), "depth of {s:?}");
+    assert_eq!(path.name(), *segments.last().unwrap_or(&""), "name of {s:?}");
+    let parent = path.parent().unwrap_or_else(|| panic!("{s:?} has no parent"));
+    assert_eq!(parent.join(path.name()).as_ref(), Ok(path), "parent + name of {s:?}");
+    assert!(path.starts_with(&parent) && path.starts_with(path) && path.starts_with(&SpacePath::root()));
+    assert!(!parent.starts_with(path), "{s:?} lies below its own parent");
+    let ancestors = path.ancestors();
+    assert_eq!(ancestors.len(), segments.len() - 1, "ancestors of {s:?}");
+    for (depth, ancestor) in ancestors.iter().enumerate() {
+        assert_eq!(ancestor.depth(), depth + 1);
+        assert!(path.starts_with(ancestor), "{s:?} does not start with its ancestor {ancestor:?}");
+        assert_eq!(ancestor.join(path.relative_to(ancestor)).as_ref(), Ok(path), "{s:?} below {ancestor:?}");
+    }
+    assert_eq!(path.relative_to(&SpacePath::root()), &s[1..]);
+    assert_eq!(path.relative_to(path), "");
+}
+
+/// [`SpacePath::parse`]: never panics; an accepted path satisfies every
+/// invariant of [`SpacePath`], displays as itself and parses back to itself
+/// (normalization is idempotent), so no `..` ever survives; a refusal names
+/// a reason the input actually has.
+pub fn check_path_parse(input: &str) {
+    match SpacePath::parse(input) {
+        Ok(path) => {
+            assert_valid_path(&path);
+            assert_eq!(path.to_string(), path.as_str());
+            assert_eq!(SpacePath::parse(path.as_str()).as_ref(), Ok(&path), "normalizing {path:?} again changed it");
+            if input.len() <= MAX_PATH_BYTES {
+                // Both spellings stay far below the cheap length guard.
+                assert_eq!(SpacePath::parse(&format!("/{input}/")).as_ref(), Ok(&path), "slashes around {input:?}");
+                assert_eq!(SpacePath::parse(&format!("./{input}/.")).as_ref(), Ok(&path), "dots around {input:?}");
+                let nfd: String = input.nfd().collect();
+                assert_eq!(SpacePath::parse(&nfd).as_ref(), Ok(&path), "NFD spelling of {input:?}");
+            }
+        }
+        Err(PathError::ControlCharacter) => assert!(input.chars().any(char::is_control), "{input:?}"),
+        Err(PathError::Backslash) => assert!(input.contains('\\'), "{input:?}"),
+        Err(PathError::Traversal) => {
+            assert!(input.nfc().collect::<String>().split('/').any(|s| s == ".."), "{input:?} refused as traversal");
+        }
+        Err(PathError::SegmentTooLong) => {
+            let normalized: String = input.nfc().collect();
+            assert!(normalized.split('/').any(|s| s.len() > MAX_SEGMENT_BYTES), "{input:?}");
+        }
+        Err(PathError::TooLong) => {
+            let normalized: String = input.nfc().collect();
+            assert!(normalized.len() >= MAX_PATH_BYTES || input.len() > 4 * MAX_PATH_BYTES, "{input:?}");
+        }
+        Err(PathError::TooDeep) => {
+            let normalized: String = input.nfc().collect();
+            let segments = normalized.split('/').filter(|s| !matches!(*s, "" | ".")).count();
+            assert!(segments > MAX_DEPTH, "{input:?} refused as too deep");
+        }
+    }
+}
+
+/// [`Reference::parse`]: never panics; every accepted reference prints back
+/// (as an ID, a URI or a path) to text that parses to the same reference; a
+/// URI's path has no more segments than its encoded form, so an encoded
+/// `/` or `..` can never change the path's structure.
+pub fn check_reference_parse(input: &str) {
+    let Ok(parsed) = Reference::parse(input) else {
+        return;
+    };
+    match &parsed {
+        Reference::Item(node) => {
+            let text = format!("{ITEM_PREFIX}{node}");
+            assert_eq!(Reference::parse(&text), Ok(Reference::Item(*node)), "{input:?}");
+            assert_eq!(node.to_string().parse::<NodeId>(), Ok(*node));
+        }
+        Reference::SpaceRoot(space) => {
+            let text = format!("{SPACE_PREFIX}{space}");
+            assert_eq!(Reference::parse(&text), Ok(Reference::SpaceRoot(*space)), "{input:?}");
+            assert_eq!(space.to_string().parse::<SpaceId>(), Ok(*space));
+        }
+        Reference::Uri(space, path) => {
+            assert_valid_path(path);
+            assert_eq!(Reference::parse(&reference::uri(*space, path)).as_ref(), Ok(&parsed), "{input:?}");
+            let rest = &input[URI_PREFIX.len()..];
+            let encoded = rest.split_once('/').map_or("", |(_, encoded)| encoded);
+            let raw_segments = encoded.split('/').filter(|s| !s.is_empty()).count();
+            assert!(path.depth() <= raw_segments, "{input:?} decoded to the deeper {path:?}");
+        }
+        Reference::Absolute(path) | Reference::Relative(path) => {
+            assert_valid_path(path);
+            assert_eq!(SpacePath::parse(input).as_ref(), Ok(path), "{input:?}");
+            assert_eq!(Reference::parse(path.as_str()), Ok(Reference::Absolute(path.clone())), "{input:?}");
+            assert_eq!(matches!(parsed, Reference::Absolute(_)), input.is_empty() || input.starts_with('/'));
+            // Any path can be named by URI in any space.
+            let space = SpaceId::from_bytes([7; 16]);
+            assert_eq!(
+                Reference::parse(&reference::uri(space, path)),
+                Ok(Reference::Uri(space, path.clone())),
+                "URI of {path:?}"
+            );
+        }
+    }
+}
+
+/// Whether `pattern` has no glob syntax at all.
+fn is_literal(pattern: &str) -> bool {
+    !pattern.contains(['*', '?', '[', ']', '{', '}', '\\', ','])
+}
+
+/// [`Glob::new`] and [`Glob::matches`]: never panic; overlong patterns are
+/// refused; a pattern without `/` matches base names at any depth and below
+/// any root; a pattern with `/` but without `**`, classes or alternations
+/// only matches paths with as many segments as it has, because `*` and `?`
+/// never cross a `/`; a literal pattern matches exactly its own text.
+pub fn check_glob(pattern: &str, paths: &[&str]) {
+    let glob = match Glob::new(pattern) {
+        Ok(glob) => glob,
+        Err(GlobError::TooLong) => {
+            assert!(pattern.len() > MAX_GLOB_BYTES, "{pattern:?} refused as too long");
+            return;
+        }
+        Err(GlobError::Invalid(_)) => {
+            assert!(pattern.len() <= MAX_GLOB_BYTES);
+            return;
+        }
+    };
+    assert!(pattern.len() <= MAX_GLOB_BYTES, "{pattern:?} accepted though too long");
+    assert_eq!(glob.as_str(), pattern);
+    let root = SpacePath::root();
+    let elsewhere = SpacePath::parse("/elsewhere/deeper").unwrap_or_else(|e| unreachable!("{e}"));
+    let trimmed = pattern.trim_start_matches('/');
+    for path in paths.iter().filter_map(|p| SpacePath::parse(p).ok()).filter(|p| !p.is_root()) {
+        let matched = glob.matches(&root, &path);
+        if !pattern.contains('/') {
+            let moved = elsewhere.join(path.name()).unwrap_or_else(|e| unreachable!("{e}"));
+            assert_eq!(glob.matches(&elsewhere, &moved), matched, "{pattern:?} on {path:?} and {moved:?}");
+            if is_literal(pattern) {
+                assert_eq!(matched, path.name() == pattern, "literal {pattern:?} on {path:?}");
+            }
+        } else {
+            if matched && !trimmed.contains("**") && !trimmed.contains(['[', '{', '\\']) {
+                let relative = path.relative_to(&root);
+                assert_eq!(relative.matches('/').count(), trimmed.matches('/').count(), "{pattern:?} on {path:?}");
+            }
+            if is_literal(pattern) {
+                assert_eq!(matched, path.relative_to(&root) == trimmed, "literal {pattern:?} on {path:?}");
+            }
+            // Matching is relative: the same path below another root matches alike.
+            let relative = path.relative_to(&root);
+            if let Ok(moved) = elsewhere.join(relative) {
+                assert_eq!(glob.matches(&elsewhere, &moved), matched, "{pattern:?} on {path:?} below {elsewhere:?}");
+            }
+        }
+    }
+}
+
+/// [`PageToken::decode`] on any text: never panics; every refusal is
+/// `CURSOR_INVALID`; an accepted token belongs to `fingerprint`, is refused
+/// for any other fingerprint, and is exactly the token the server would
+/// issue for its contents: each position has one spelling, so no padding,
+/// trailing bytes or over-long numbers ride along.
+pub fn check_page_token(token: &str, fingerprint: [u8; 16]) {
+    match PageToken::decode(token, fingerprint) {
+        Ok(decoded) => {
+            assert_eq!(decoded.fingerprint, fingerprint);
+            assert_eq!(decoded.encode(), token, "an accepted token is not canonical");
+            for bit in [0, 7, 64, 127] {
+                let mut other = fingerprint;
+                other[bit / 8] ^= 1 << (bit % 8);
+                let refused = PageToken::decode(token, other).expect_err("accepted with another fingerprint");
+                assert_eq!(refused.reason, Reason::CursorInvalid);
+            }
+        }
+        Err(error) => assert_eq!(error.reason, Reason::CursorInvalid, "{token:?}"),
+    }
+}
+
+/// [`PageToken::encode`] then [`PageToken::decode`]: the token comes back
+/// unchanged for its own fingerprint and is refused for `other`, unless
+/// `other` is the same fingerprint.
+pub fn check_page_token_fields(token: &PageToken, other: [u8; 16]) {
+    let encoded = token.encode();
+    assert_eq!(PageToken::decode(&encoded, token.fingerprint).as_ref(), Ok(token));
+    let with_other = PageToken::decode(&encoded, other);
+    if other == token.fingerprint {
+        assert_eq!(with_other.as_ref(), Ok(token));
+    } else {
+        assert_eq!(with_other.map_err(|e| e.reason), Err(Reason::CursorInvalid));
+    }
+    check_page_token(&encoded, token.fingerprint);
+}
+
+/// Whether a file has CRLF terminators only (and at least one).
+fn crlf_only(text: &str) -> bool {
+    let crlf = text.matches("\r\n").count();
+    crlf > 0 && crlf == text.matches('\n').count()
+}
+
+/// [`edit::apply`]: never panics; a failure names an edit that exists; a
+/// success reports one count per edit; a CRLF file stays CRLF and a BOM
+/// stays, unless an edit's `old_text` names a CR or the BOM itself; a
+/// single `replace_all` (or a replace whose expected count is right) equals
+/// `str::replace`, whenever no line ending has to be converted.
+pub fn check_edit(original: &str, edits: &[EditOp]) {
+    let result = edit::apply(original, edits);
+    let names = |op: &EditOp, c: char| match op {
+        EditOp::Replace { old_text, .. } => old_text.contains(c),
+        // A `lines` edit names its lines' terminators, so only the BOM counts.
+        EditOp::Lines { old_text, .. } => c == '\u{feff}' && old_text.contains(c),
+        EditOp::Append { .. } => false,
+    };
+    match &result {
+        Ok((out, counts)) => {
+            assert_eq!(counts.len(), edits.len());
+            if crlf_only(original) && !edits.iter().any(|op| names(op, '\r')) {
+                assert!(!out.replace("\r\n", "").contains('\n'), "{original:?} lost CRLF: {out:?}");
+            }
+            if original.starts_with(text::BOM) && !edits.iter().any(|op| names(op, '\u{feff}')) {
+                assert!(out.starts_with(text::BOM), "{original:?} lost its BOM: {out:?}");
+            }
+            for (op, count) in edits.iter().zip(counts) {
+                match op {
+                    EditOp::Replace { replace_all: false, expected_matches, .. } => {
+                        assert_eq!(count, expected_matches);
+                    }
+                    EditOp::Replace { replace_all: true, .. } => assert!(*count >= 1),
+                    EditOp::Append { .. } | EditOp::Lines { .. } => assert_eq!(*count, 1),
+                }
+            }
+        }
+        Err(failure) => {
+            assert!(failure.index < edits.len(), "{failure:?}");
+            let line_count = original.lines().count() as u64 + 1;
+            match &failure.kind {
+                FailureKind::Ambiguous { expected, count, lines } => {
+                    assert_ne!(expected, count);
+                    assert!(lines.len() <= *count as usize);
+                    assert!(lines.windows(2).all(|w| w[0] <= w[1]), "{lines:?}");
+                    assert!(lines.iter().all(|&l| l >= 1), "{lines:?}");
+                }
+                FailureKind::BadRange { start_line, end_line, line_count } => {
+                    assert!(*start_line == 0 || end_line < start_line || end_line > line_count);
+                }
+                FailureKind::NoMatch { near_miss: Some((line, _)) } if failure.index == 0 => {
+                    assert!((1..=line_count).contains(line), "near-miss line {line} of {line_count}");
+                }
+                _ => {}
+            }
+        }
+    }
+    if let [EditOp::Replace { old_text, new_text, expected_matches, replace_all }] = edits {
+        let count = original.matches(old_text.as_str()).count();
+        let converts = new_text.contains('\n') && (crlf_only(original) || old_text.contains("\r\n"));
+        let valid = !old_text.is_empty() && old_text != new_text && count > 0;
+        if valid && !converts && (*replace_all || count == *expected_matches as usize) {
+            let expected = original.replace(old_text.as_str(), new_text);
+            assert_eq!(result, Ok((expected, vec![count as u32])), "{original:?}: {old_text:?} → {new_text:?}");
+        } else if valid && !*replace_all && count != *expected_matches as usize {
+            assert!(matches!(result, Err(edit::EditFailure { kind: FailureKind::Ambiguous { .. }, .. })));
+        }
+    }
+}
+
+/// The UTF-16 offset functions of [`text`], against the standard library's
+/// UTF-16 encoder: [`text::utf16_len`] counts code units; a UTF-16 offset
+/// maps to a byte offset exactly when it lies on a character boundary, and
+/// that byte offset maps back to the same UTF-16 offset; offsets inside a
+/// surrogate pair or past the end are refused; [`text::prefix_within_utf16`]
+/// takes the longest prefix within its budget.
+pub fn check_utf16_offsets(text: &str, units: u64) {
+    let encoded: Vec<u16> = text.encode_utf16().collect();
+    let len = encoded.len() as u64;
+    assert_eq!(text::utf16_len(text), len, "{text:?}");
+    let inside_pair = units < len && (0xdc00..0xe000).contains(&encoded[units as usize]);
+    match text::byte_offset_of_utf16(text, units) {
+        Some(byte) => {
+            assert!(units <= len && !inside_pair, "{text:?} at {units}: accepted");
+            assert!(text.is_char_boundary(byte), "{text:?} at {units}: byte {byte} is not a boundary");
+            assert_eq!(text::utf16_len(&text[..byte]), units, "{text:?} at {units} → {byte}");
+            assert_eq!(String::from_utf16_lossy(&encoded[..units as usize]), text[..byte]);
+        }
+        None => assert!(units > len || inside_pair, "{text:?} at {units}: refused"),
+    }
+    // Every character boundary round-trips; check the one at or before
+    // `units` as a byte offset, to keep the work linear.
+    let mut byte = (units as usize).min(text.len());
+    while !text.is_char_boundary(byte) {
+        byte -= 1;
+    }
+    let offset = text::utf16_len(&text[..byte]);
+    assert_eq!(text::byte_offset_of_utf16(text, offset), Some(byte), "{text:?}: byte {byte} → {offset}");
+
+    let (prefix, used) = text::prefix_within_utf16(text, units);
+    assert!(text.starts_with(prefix));
+    assert_eq!(used, text::utf16_len(prefix));
+    assert!(used <= units, "{text:?}: prefix of {used} units within {units}");
+    if let Some(next) = text[prefix.len()..].chars().next() {
+        assert!(used + next.len_utf16() as u64 > units, "{text:?}: prefix within {units} stopped early");
+    }
+}
+
+/// [`text::slice`] and [`TextMeta::analyze`]: following `next` from the start
+/// reproduces the file exactly, never exceeds the budget and always moves
+/// on; the metadata agrees with the text it describes.
+pub fn check_slice(text: &str, max_lines: u64, max_chars: u64) {
+    let (max_lines, max_chars) = (max_lines.clamp(1, 64), max_chars.clamp(2, 1 << 20));
+    let meta = TextMeta::analyze(text.as_bytes());
+    assert!(meta.is_utf8);
+    assert_eq!(meta.is_text, !text.contains('\0'));
+    assert_eq!(meta.bom, text.starts_with(text::BOM));
+    assert_eq!(meta.line_count, text::lines_inclusive(text).count() as u64);
+    if meta.is_text {
+        assert_eq!(meta.utf16_len, text.encode_utf16().count() as u64);
+    }
+    let mut position = (1, 0);
+    let mut out = String::new();
+    // Each slice takes at least one character, so the walk is bounded.
+    for _ in 0..=text.len() + 1 {
+        let request = SliceRequest { start_line: position.0, start_char: position.1, max_lines, max_chars };
+        let slice = text::slice(text, request).unwrap_or_else(|e| panic!("{text:?} at {position:?}: {e}"));
+        assert!(slice.chars <= max_chars);
+        assert_eq!(slice.chars, text::utf16_len(&slice.content));
+        out.push_str(&slice.content);
+        match slice.next {
+            Some(next) => {
+                assert!(next > position, "{text:?}: slice at {position:?} continues at {next:?}");
+                position = next;
+            }
+            None => {
+                assert_eq!(out, text, "following `next` did not reassemble the text");
+                return;
+            }
+        }
+    }
+    panic!("{text:?}: following `next` never ended");
+}
+
+/// Decodes `bytes` as `M`: a message round-trips through its encoding; a
+/// failure becomes `INVALID_ARGUMENT` with its `ErrorInfo`.
+fn check_decode<M: Message + Default + PartialEq + std::fmt::Debug>(bytes: &[u8]) {
+    match M::decode(bytes) {
+        Ok(message) => {
+            let encoded = message.encode_to_vec();
+            assert_eq!(encoded.len(), message.encoded_len());
+            assert_eq!(M::decode(encoded.as_slice()).as_ref(), Ok(&message), "{}", std::any::type_name::<M>());
+        }
+        Err(error) => {
+            let status = agentvfs_proto::codec::malformed_message(&error);
+            assert_eq!(status.code(), tonic::Code::InvalidArgument, "{}", std::any::type_name::<M>());
+            let info = status.get_details_error_info().unwrap_or_else(|| panic!("no ErrorInfo for {error}"));
+            assert_eq!(
+                (info.reason.as_str(), info.domain.as_str()),
+                ("INVALID_ARGUMENT", agentvfs_proto::ERROR_DOMAIN)
+            );
+        }
+    }
+}
+
+/// Decodes arbitrary bytes as every message a client sends: each decode
+/// either succeeds with a message that re-encodes to itself or fails with a
+/// clean `INVALID_ARGUMENT`; none panics.
+pub fn check_request_decode(bytes: &[u8]) {
+    macro_rules! each {
+        ($($message:ident),* $(,)?) => {
+            $(check_decode::<pb::$message>(bytes);)*
+        };
+    }
+    each!(
+        CreateSpaceRequest,
+        GetSpaceRequest,
+        ListSpacesRequest,
+        DeleteSpaceRequest,
+        SetAccessRequest,
+        SetQuotaRequest,
+        RemoveRequest,
+        RestoreRequest,
+        RegisterFunctionsRequest,
+        RestoreDefaultRequest,
+        ReindexRequest,
+        CompactRequest,
+        ResolveRequest,
+        ListRequest,
+        FindRequest,
+        ReadRequest,
+        ReadManyRequest,
+        WriteRequest,
+        EditRequest,
+        GrepRequest,
+        SearchRequest,
+        BatchRequest,
+        ListVersionsRequest,
+        WatchRequest,
+        UploadChunk,
+        DownloadRequest,
+        DiffRequest,
+        GetContentRequest,
+        IndexStatusRequest,
+    );
+}
+
+#[cfg(test)]
+mod tests;

@@ -12,18 +12,20 @@ use std::sync::Arc;
 use crate::fetch::Fetcher;
 use crate::index::{Job, JobOp, SearchIndex};
 use crate::job::{self, Bounds, JobEntry, JobFile};
-use crate::scan::{Hit, Line, Mode, Options, Query};
+use crate::queries::QueryCache;
+use crate::scan::{Hit, Line, Mode, Options};
 
 /// Serves grep jobs and the search index.
 #[derive(Debug, Clone)]
 pub struct WorkerService {
     fetcher: Fetcher,
     index: Arc<SearchIndex>,
+    queries: Arc<QueryCache>,
 }
 
 impl WorkerService {
     pub fn new(fetcher: Fetcher, index: Arc<SearchIndex>) -> Self {
-        Self { fetcher, index }
+        Self { fetcher, index, queries: Arc::default() }
     }
 }
 
@@ -47,7 +49,7 @@ impl Worker for WorkerService {
             before_context: job.before_context as usize,
             after_context: job.after_context as usize,
         };
-        let query = Query::new(&job.pattern, options).map_err(|e| {
+        let query = self.queries.get(&job.pattern, options).map_err(|e| {
             status(
                 Code::InvalidArgument,
                 "INVALID_PATTERN",
@@ -113,7 +115,9 @@ impl Worker for WorkerService {
                 Ok(pb::IndexOp::Delete) => JobOp::Delete,
                 Ok(pb::IndexOp::DropSpace) => JobOp::DropSpace,
                 Ok(pb::IndexOp::DropAll) => JobOp::DropAll,
-                _ => return Err(status(Code::InvalidArgument, "INVALID_ARGUMENT", "Unknown index operation.")),
+                _ => {
+                    return Err(status(Code::InvalidArgument, "INVALID_ARGUMENT", "Unknown index operation."));
+                }
             };
             ready.push(Job {
                 sequence: job.sequence,

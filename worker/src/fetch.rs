@@ -21,6 +21,9 @@ pub struct Fetcher {
     client: ContentStoreClient<Channel>,
     cache: Arc<ContentCache>,
     token: Option<String>,
+    /// Held by the one background prefetch that may run; fetches wait for
+    /// it, so content being prefetched is never fetched twice.
+    prefetching: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Content as received, before its hash is checked.
@@ -31,7 +34,7 @@ type Checked = Result<Arc<[u8]>, String>;
 impl Fetcher {
     pub fn new(front: Channel, cache: Arc<ContentCache>, token: Option<String>) -> Self {
         let client = ContentStoreClient::new(front).max_decoding_message_size(8 << 20);
-        Self { client, cache, token }
+        Self { client, cache, token, prefetching: Arc::default() }
     }
 
     pub fn cache(&self) -> &ContentCache {
@@ -42,6 +45,27 @@ impl Fetcher {
     /// content is served at once; the rest comes from the front in batches
     /// and is checked against its hash (on every core) before it is cached.
     pub async fn fetch_all(&self, hashes: Vec<String>) -> Vec<Result<Arc<[u8]>, String>> {
+        self.fetch_counted(hashes).await.0
+    }
+
+    /// [`Fetcher::fetch_all`], also counting the files fetched from the front.
+    pub async fn fetch_counted(&self, hashes: Vec<String>) -> (Vec<Result<Arc<[u8]>, String>>, usize) {
+        drop(self.prefetching.lock().await);
+        self.fetch_missing(hashes).await
+    }
+
+    /// Fetches into the cache, in the background, the content of `hashes`
+    /// that it lacks; does nothing while another prefetch runs.
+    pub fn prefetch(&self, hashes: Vec<String>) {
+        let Ok(guard) = self.prefetching.clone().try_lock_owned() else { return };
+        let fetcher = self.clone();
+        tokio::spawn(async move {
+            fetcher.fetch_missing(hashes).await;
+            drop(guard);
+        });
+    }
+
+    async fn fetch_missing(&self, hashes: Vec<String>) -> (Vec<Result<Arc<[u8]>, String>>, usize) {
         let mut out: Vec<Option<Result<Arc<[u8]>, String>>> =
             self.cache.get_many(hashes.iter().map(String::as_str)).into_iter().map(|hit| hit.map(Ok)).collect();
         let missing: Vec<usize> = (0..hashes.len()).filter(|&i| out[i].is_none()).collect();
@@ -58,7 +82,8 @@ impl Fetcher {
                 out[i] = Some(result);
             }
         }
-        out.into_iter().map(|r| r.unwrap_or_else(|| Err("not fetched".to_owned()))).collect()
+        let fetched = out.into_iter().map(|r| r.unwrap_or_else(|| Err("not fetched".to_owned()))).collect();
+        (fetched, missing.len())
     }
 
     async fn fetch_batch(&self, hashes: &[String]) -> Vec<Received> {
@@ -117,9 +142,7 @@ fn verify_all(hashes: Vec<String>, received: Vec<Received>) -> Vec<Checked> {
                     let mut done = Vec::new();
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
-                        let (Some(hash), Some(result)) = (hashes.get(i), received.get(i)) else {
-                            break;
-                        };
+                        let (Some(hash), Some(result)) = (hashes.get(i), received.get(i)) else { break };
                         let checked = match result {
                             Ok(bytes) if blake3::hash(bytes).to_hex().as_str() == hash => Ok(Arc::from(&bytes[..])),
                             Ok(_) => Err("content from the front does not match its hash".to_owned()),

@@ -12,18 +12,20 @@ use std::sync::Arc;
 use crate::fetch::Fetcher;
 use crate::index::{Job, JobOp, SearchIndex};
 use crate::job::{self, Bounds, JobEntry, JobFile};
-use crate::scan::{Hit, Line, Mode, Options, Query};
+use crate::queries::QueryCache;
+use crate::scan::{Hit, Line, Mode, Options};
 
 /// Serves grep jobs and the search index.
 #[derive(Debug, Clone)]
 pub struct WorkerService {
     fetcher: Fetcher,
     index: Arc<SearchIndex>,
+    queries: Arc<QueryCache>,
 }
 
 impl WorkerService {
     pub fn new(fetcher: Fetcher, index: Arc<SearchIndex>) -> Self {
-        Self { fetcher, index }
+        Self { fetcher, index, queries: Arc::default() }
     }
 }
 
@@ -47,7 +49,7 @@ impl Worker for WorkerService {
             before_context: job.before_context as usize,
             after_context: job.after_context as usize,
         };
-        let query = Query::new(&job.pattern, options).map_err(|e| {
+        let query = self.queries.get(&job.pattern, options).map_err(|e| {
             status(
                 Code::InvalidArgument,
                 "INVALID_PATTERN",
@@ -67,7 +69,10 @@ impl Worker for WorkerService {
                 n => usize::try_from(n).unwrap_or(usize::MAX),
             },
         };
-        let contents = self.fetcher.fetch_all(job.files.iter().map(|f| f.hash.clone()).collect()).await;
+        let (contents, fetched) = self.fetcher.fetch_counted(job.files.iter().map(|f| f.hash.clone()).collect()).await;
+        if !job.prefetch.is_empty() {
+            self.fetcher.prefetch(job.prefetch.clone());
+        }
         let files: Vec<JobFile> = contents.into_iter().map(|content| JobFile { content }).collect();
         let started = std::time::Instant::now();
         let result = tokio::task::spawn_blocking(move || job::run(&query, &files, bounds))
@@ -75,7 +80,9 @@ impl Worker for WorkerService {
             .map_err(|e| status(Code::Internal, "INTERNAL", &format!("scan task failed: {e}")))?;
         metrics::histogram!("agentvfs_worker_grep_job_seconds").record(started.elapsed().as_secs_f64());
         metrics::counter!("agentvfs_worker_bytes_scanned_total").increment(result.bytes_scanned);
-        Ok(Response::new(to_proto(&job.files, result)))
+        let mut reply = to_proto(&job.files, result);
+        reply.files_fetched = fetched as u64;
+        Ok(Response::new(reply))
     }
 
     async fn apply_index_jobs(&self, request: Request<pb::IndexJobBatch>) -> Result<Response<pb::IndexAck>, Status> {
@@ -192,6 +199,7 @@ fn to_proto(files: &[pb::GrepFileRef], result: job::JobResult) -> pb::GrepJobRes
         stopped_after_line: result.stopped_after_line,
         bytes_scanned: result.bytes_scanned,
         entries_skipped: result.entries_skipped,
+        files_fetched: 0,
     }
 }
 

@@ -38,5 +38,6 @@ pub mod fetch;
 pub mod grpc;
 pub mod index;
 pub mod job;
+pub mod queries;
 pub mod scan;
 pub mod server;

@@ -18,7 +18,7 @@ pub const DFA_SIZE_LIMIT: usize = 10 << 20;
 pub const NEST_LIMIT: u32 = 100;
 
 /// What a scan reports per file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {
     FilesWithMatches,
     Content,
@@ -41,7 +41,7 @@ pub struct Query {
 pub struct PatternError(pub String);
 
 /// Options of a query.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Options {
     pub fixed_strings: bool,
     pub case_insensitive: bool,

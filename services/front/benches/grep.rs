@@ -57,6 +57,8 @@ const LOAD_CHANNELS: usize = 8;
 const RG_TIMED_RUNS: usize = 2;
 const SPACE: &str = "bench";
 const MB: f64 = 1e6;
+/// Longest wait for the search index to catch up with the load.
+const INDEX_WAIT: Duration = Duration::from_secs(900);
 
 struct Query {
     name: &'static str,
@@ -329,6 +331,27 @@ async fn load(stack: &Stack, corpus: &Arc<Corpus>) -> Vec<(String, String)> {
     refused
 }
 
+/// Waits until `Search` answers from an index that reflects the space's
+/// current revision; returns the seconds waited.
+async fn wait_for_index(channel: &Channel) -> f64 {
+    let started = Instant::now();
+    let revision = AdminClient::new(channel.clone())
+        .get_space(pb::GetSpaceRequest { space: SPACE.into() })
+        .await
+        .expect("get space")
+        .into_inner()
+        .revision;
+    let mut fs = client(channel);
+    loop {
+        let request = pb::SearchRequest { space: SPACE.into(), query: "fn".into(), page_size: 1, ..Default::default() };
+        if fs.search(request).await.is_ok_and(|r| r.into_inner().index_revision >= revision) {
+            return started.elapsed().as_secs_f64();
+        }
+        assert!(started.elapsed() < INDEX_WAIT, "the search index did not reach revision {revision}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 // ---------------------------------------------------------------- measurements
 
 /// One timed search: seconds and total matching lines, plus what the pages
@@ -512,6 +535,10 @@ async fn main() {
     drop(corpus);
 
     let channel = stack.connect().await.expect("connect");
+    println!(
+        "search index caught up with the load after {:.1}s more (not a measured figure)",
+        wait_for_index(&channel).await
+    );
     let mut rows = Vec::new();
     for query in &QUERIES {
         let rg_run = rg_best(&rg, query, disk.path());

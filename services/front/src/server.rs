@@ -64,6 +64,7 @@ pub async fn serve(
         sessions,
         workers,
         grep_budget,
+        read_ahead: Default::default(),
         in_flight: Default::default(),
         admission: crate::admission::Admission::new(config.max_in_flight, config.rate_limit),
         index_progress,

@@ -22,6 +22,16 @@ use crate::error::{Error, Reason, Result};
 /// How long a caller is told to wait before retrying an overloaded queue.
 const RETRY_AFTER: Duration = Duration::from_millis(250);
 
+/// Who a grep job runs for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// A caller waiting for it: waits in the queue, or fails with OVERLOADED.
+    Request,
+    /// A read-ahead: runs only on a spare slot (one that leaves another
+    /// free), and never waits.
+    ReadAhead,
+}
+
 /// Workers and the queue in front of them.
 #[derive(Debug)]
 pub struct Workers {
@@ -77,18 +87,28 @@ impl Workers {
         self.waiting.load(Ordering::Relaxed)
     }
 
+    /// Whether a read-ahead job would find a spare slot now.
+    pub fn has_spare(&self) -> bool {
+        !self.clients.is_empty() && self.running.available_permits() >= 2
+    }
+
     /// Runs one grep job on some worker, within `deadline` if given.
     pub async fn grep(
         &self,
         job: pb::GrepJob,
         deadline: Option<Duration>,
         request_id: Option<&str>,
+        priority: Priority,
     ) -> Result<pb::GrepJobResult> {
         if self.clients.is_empty() {
             return Err(unavailable("No worker is configured for this server."));
         }
         let _permit = match self.running.try_acquire() {
-            Ok(permit) => permit,
+            Ok(permit) if priority == Priority::Request || self.running.available_permits() > 0 => permit,
+            Ok(_) => return Err(Error::new(Reason::Overloaded, "No worker slot is spare for reading ahead.")),
+            Err(_) if priority == Priority::ReadAhead => {
+                return Err(Error::new(Reason::Overloaded, "No worker slot is spare for reading ahead."));
+            }
             Err(_) => {
                 if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.max_waiting {
                     self.waiting.fetch_sub(1, Ordering::AcqRel);
@@ -117,8 +137,7 @@ impl Workers {
                 Ok(response) => return Ok(response.into_inner()),
                 Err(status) if status.code() == Code::InvalidArgument => return Err(forwarded(&status)),
                 Err(status) if status.code() == Code::DeadlineExceeded || status.code() == Code::Cancelled => {
-                    return Err(unavailable("The search did not finish before the call's deadline.")
-                        .next_action("Retry with a longer deadline, or narrow the search with path, glob or type."));
+                    return Err(deadline_passed());
                 }
                 Err(status) => {
                     tracing::warn!(worker = %address, code = ?status.code(), message = status.message(), "worker failed a job");
@@ -128,6 +147,12 @@ impl Workers {
         }
         Err(unavailable("No worker could run the search.").with("detail", last_failure))
     }
+}
+
+/// A search that did not finish within its caller's deadline.
+pub fn deadline_passed() -> Error {
+    unavailable("The search did not finish before the call's deadline.")
+        .next_action("Retry with a longer deadline, or narrow the search with path, glob or type.")
 }
 
 fn unavailable(message: &str) -> Error {

@@ -7,8 +7,10 @@
 //! page token records the pinned revision, where to resume (a file, and the
 //! last line reported in it) and how much of `offset` is still to skip.
 
+pub mod ahead;
 pub mod query;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentvfs_proto::v1 as pb;
@@ -18,6 +20,7 @@ use crate::grpc::page_token::{PageToken, fingerprint};
 use crate::grpc::{Front, Target};
 use crate::path::SpacePath;
 use crate::store::{Entry, ScanOptions, Store};
+use crate::workers::Priority;
 pub use query::GrepQuery;
 
 /// Per-page budgets of a grep.
@@ -50,17 +53,92 @@ struct Selection {
     /// The first file not visited, when the walk stopped early.
     next: Option<String>,
     visited: u64,
+    /// When asked for: content the next page will most likely scan.
+    prefetch: Vec<String>,
 }
 
-/// Runs one grep page over `target` (a directory or a file).
+/// How a page ended, for deciding what to do ahead of the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageEnd {
+    /// It stopped on its file or byte budget (not on entries), so the next
+    /// page starts on a file boundary.
+    pub on_budget: bool,
+    /// The worker lacked some of the page's content, so it likely lacks the
+    /// next page's too.
+    pub fetched: bool,
+}
+
+/// Runs one grep page over `target` (a directory or a file), or takes it
+/// from a read-ahead (see [`ahead`]).
 pub async fn page(
-    front: &Front,
+    front: &Arc<Front>,
     target: &Target,
     query: &GrepQuery,
     request: &pb::GrepRequest,
     deadline: Option<Duration>,
     request_id: Option<&str>,
 ) -> Result<pb::GrepResponse> {
+    let key = ahead::Key::new(&target.space.id.to_string(), target.path.as_str(), request);
+    if let Some(outcome) = front.read_ahead.take(&key) {
+        let outcome = match deadline {
+            Some(deadline) => {
+                tokio::time::timeout(deadline, outcome).await.map_err(|_| crate::workers::deadline_passed())?
+            }
+            None => outcome.await,
+        };
+        if let Ok(Ok((response, end))) = outcome {
+            // The snapshot may have been compacted since the page was read.
+            Store::check_revision(&target.space, response.revision)?;
+            if end.on_budget {
+                read_ahead(front, target, query, request, &response, end);
+            }
+            return Ok(response);
+        }
+    }
+    let (response, end) = run(front, target, query, request, deadline, request_id, Priority::Request, false).await?;
+    if end.on_budget {
+        read_ahead(front, target, query, request, &response, end);
+    }
+    Ok(response)
+}
+
+/// Starts the page after `response` in the background when a worker slot
+/// is spare, for the request that will ask for it.
+fn read_ahead(
+    front: &Arc<Front>,
+    target: &Target,
+    query: &GrepQuery,
+    request: &pb::GrepRequest,
+    response: &pb::GrepResponse,
+    end: PageEnd,
+) {
+    if response.complete || !front.workers.has_spare() {
+        return;
+    }
+    let next = pb::GrepRequest { page_token: response.next_page_token.clone(), ..request.clone() };
+    let key = ahead::Key::new(&target.space.id.to_string(), target.path.as_str(), &next);
+    let Some(sender) = front.read_ahead.reserve(key) else { return };
+    let (front, target, query) = (front.clone(), target.clone(), query.clone());
+    tokio::spawn(async move {
+        let result = run(&front, &target, &query, &next, None, None, Priority::ReadAhead, end.fetched).await;
+        let _ = sender.send(result);
+    });
+}
+
+/// Runs one page and tells how it ended. With `prefetch`, the job also
+/// names the content the next page will most likely scan, for the worker to
+/// fetch in the background.
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    front: &Front,
+    target: &Target,
+    query: &GrepQuery,
+    request: &pb::GrepRequest,
+    deadline: Option<Duration>,
+    request_id: Option<&str>,
+    priority: Priority,
+    prefetch: bool,
+) -> Result<(pb::GrepResponse, PageEnd)> {
     let started = Instant::now();
     let (store, workers, budget) = (&front.store, &front.workers, front.grep_budget);
     let (space, root) = (&target.space, &target.path);
@@ -85,11 +163,12 @@ pub async fn page(
     let selection = {
         let (store, space_id, root, query, cursor) =
             (store.clone(), space.id, root.clone(), query.clone(), cursor.clone());
-        store.clone().blocking(move |_| select(&store, space_id, &root, &query, &cursor, budget)).await?
+        store.clone().blocking(move |_| select(&store, space_id, &root, &query, &cursor, budget, prefetch)).await?
     };
     let mut response = pb::GrepResponse { revision: cursor.revision, ..Default::default() };
     let mut stats = pb::GrepStats { files_visited: selection.visited, ..Default::default() };
     let mut resume: Option<(String, u64)> = selection.next.clone().map(|path| (path, 0));
+    let mut end = PageEnd { on_budget: resume.is_some(), fetched: false };
     let mut skip_left = cursor.skip;
 
     if !selection.files.is_empty() {
@@ -120,13 +199,16 @@ pub async fn page(
             max_entries: u64::from(query.head_limit),
             skip_entries: cursor.skip,
             max_output_bytes: budget.max_output_bytes,
+            prefetch: selection.prefetch,
         };
-        let result = workers.grep(job, deadline, request_id).await?;
+        let result = workers.grep(job, deadline, request_id, priority).await?;
         stats.bytes_scanned = result.bytes_scanned;
+        end.fetched = result.files_fetched > 0;
         skip_left = cursor.skip.saturating_sub(result.entries_skipped);
         let done = result.files_done as usize;
         if done < selection.files.len() {
             resume = Some((selection.files[done].0.to_string(), result.stopped_after_line));
+            end.on_budget = false;
         }
         response.skipped.extend(result.skipped);
         convert(query, &selection.files, result.entries, &mut response);
@@ -149,7 +231,7 @@ pub async fn page(
         }
         None => response.complete = true,
     }
-    Ok(response)
+    Ok((response, end))
 }
 
 /// Walks the snapshot from the cursor and picks the files of one page.
@@ -160,8 +242,10 @@ fn select(
     query: &GrepQuery,
     cursor: &Cursor,
     budget: PageBudget,
+    prefetch: bool,
 ) -> Result<Selection> {
-    let mut selection = Selection { files: Vec::new(), skipped: Vec::new(), next: None, visited: 0 };
+    let mut selection =
+        Selection { files: Vec::new(), skipped: Vec::new(), next: None, visited: 0, prefetch: Vec::new() };
     // A file as the root: the search covers just that file.
     let root_entry = store.entry(space, root, Some(cursor.revision))?.ok_or_else(|| Error::not_found(root))?;
     let candidates: Vec<(SpacePath, Entry)> = if root_entry.is_dir() {
@@ -174,7 +258,8 @@ fn select(
                 recursive: true,
                 after: None,
                 from: cursor.from.as_deref(),
-                limit: budget.max_files + 1,
+                // With prefetch, the walk also covers the next page's files.
+                limit: if prefetch { 2 * budget.max_files + 1 } else { budget.max_files + 1 },
                 budget: usize::MAX,
                 filter: &filter,
             },
@@ -186,11 +271,14 @@ fn select(
         Vec::new()
     };
     let mut bytes = 0u64;
-    for (path, entry) in candidates {
+    let mut candidates = candidates.into_iter();
+    let mut first_of_next = None;
+    for (path, entry) in candidates.by_ref() {
         let over_budget = selection.visited as usize >= budget.max_files
             || (!selection.files.is_empty() && bytes + entry.size > budget.max_bytes);
         if over_budget {
             selection.next = Some(path.to_string());
+            first_of_next = Some(entry);
             break;
         }
         selection.visited += 1;
@@ -208,6 +296,20 @@ fn select(
             None => {
                 bytes += entry.size;
                 selection.files.push((path, entry));
+            }
+        }
+    }
+    if prefetch {
+        // The next page's files under the same budgets (it may stop sooner).
+        let (mut files, mut bytes) = (0, 0u64);
+        for entry in first_of_next.into_iter().chain(candidates.map(|(_, entry)| entry)) {
+            if files >= budget.max_files || (files > 0 && bytes + entry.size > budget.max_bytes) {
+                break;
+            }
+            files += 1;
+            if entry.is_text && entry.size <= budget.max_text_bytes {
+                bytes += entry.size;
+                selection.prefetch.push(entry.hash.to_hex());
             }
         }
     }

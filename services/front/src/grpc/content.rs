@@ -4,10 +4,12 @@
 //! it, so a client cannot probe for content by guessing hashes. One call
 //! carries many hashes, so a page of small files costs one round trip.
 
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::content_store_server::ContentStore;
+use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::codegen::BoxStream;
 use tonic::{Request, Response, Status};
@@ -20,6 +22,12 @@ use crate::store::Hash;
 const CHUNK: usize = 1 << 20;
 /// Hashes one call may ask for.
 const MAX_HASHES: usize = 1_000;
+/// Content read ahead of the response stream, at most: enough for the
+/// reader to run through a page of small files without waiting for the
+/// stream at every file.
+const MAX_BUFFERED_BYTES: usize = 8 << 20;
+/// Messages waiting in the channel, at most (the byte bound usually binds first).
+const MAX_QUEUED: usize = 1_024;
 
 /// Serves content to workers.
 #[derive(Debug, Clone)]
@@ -50,10 +58,12 @@ impl ContentStore for ContentService {
                 .field("hashes")
                 .into());
         }
-        let (sender, receiver) = tokio::sync::mpsc::channel(4);
+        let (sender, receiver) = tokio::sync::mpsc::channel(MAX_QUEUED);
         let store = self.front.store.clone();
+        let buffered = Arc::new(Buffered::default());
+        let taken = buffered.clone();
         // Read on the blocking pool, a file at a time, so memory stays bounded
-        // by the channel whatever the batch holds.
+        // by what is buffered whatever the batch holds.
         tokio::task::spawn_blocking(move || {
             for (index, hash) in hashes.iter().enumerate() {
                 let index = u32::try_from(index).unwrap_or(u32::MAX);
@@ -66,27 +76,67 @@ impl ContentStore for ContentService {
                     None => Err("not a BLAKE3 hex hash".to_owned()),
                 };
                 let messages = match content {
-                    Ok(bytes) => chunks(index, &bytes),
+                    Ok(bytes) => chunks(index, bytes),
                     Err(error) => vec![pb::ContentChunk { index, first: true, error, ..Default::default() }],
                 };
                 for message in messages {
-                    if sender.blocking_send(Ok(message)).is_err() {
+                    if !buffered.reserve(message.data.len(), &sender) || sender.blocking_send(Ok(message)).is_err() {
                         return;
                     }
                 }
             }
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+        let stream = ReceiverStream::new(receiver).map(move |message| {
+            if let Ok(message) = &message {
+                taken.release(message.data.len());
+            }
+            message
+        });
+        Ok(Response::new(Box::pin(stream)))
     }
 }
 
-fn chunks(index: u32, bytes: &[u8]) -> Vec<pb::ContentChunk> {
-    let mut out: Vec<pb::ContentChunk> =
-        bytes.chunks(CHUNK).map(|c| pb::ContentChunk { index, data: c.to_vec(), ..Default::default() }).collect();
-    if out.is_empty() {
-        out.push(pb::ContentChunk { index, ..Default::default() });
+/// Bytes read for a `GetContent` stream and not yet taken by it.
+#[derive(Debug, Default)]
+struct Buffered {
+    bytes: Mutex<usize>,
+    taken: Condvar,
+}
+
+impl Buffered {
+    /// Waits until `len` more bytes fit (a message larger than the bound goes
+    /// alone); false when the stream was dropped meanwhile.
+    fn reserve<T>(&self, len: usize, sender: &tokio::sync::mpsc::Sender<T>) -> bool {
+        let mut bytes = self.bytes.lock().unwrap_or_else(PoisonError::into_inner);
+        while *bytes > 0 && *bytes + len > MAX_BUFFERED_BYTES {
+            if sender.is_closed() {
+                return false;
+            }
+            // Timed, so a stream dropped without taking anything is noticed.
+            bytes =
+                self.taken.wait_timeout(bytes, Duration::from_millis(100)).unwrap_or_else(PoisonError::into_inner).0;
+        }
+        *bytes += len;
+        true
     }
+
+    fn release(&self, len: usize) {
+        let mut bytes = self.bytes.lock().unwrap_or_else(PoisonError::into_inner);
+        *bytes = bytes.saturating_sub(len);
+        self.taken.notify_one();
+    }
+}
+
+/// The messages carrying one content; content that fits one message is
+/// moved into it, not copied.
+fn chunks(index: u32, bytes: Vec<u8>) -> Vec<pb::ContentChunk> {
+    let size = bytes.len() as u64;
+    let mut out: Vec<pb::ContentChunk> = if bytes.len() <= CHUNK {
+        vec![pb::ContentChunk { index, data: bytes, ..Default::default() }]
+    } else {
+        bytes.chunks(CHUNK).map(|c| pb::ContentChunk { index, data: c.to_vec(), ..Default::default() }).collect()
+    };
     out[0].first = true;
-    out[0].size = bytes.len() as u64;
+    out[0].size = size;
     out
 }

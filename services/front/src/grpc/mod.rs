@@ -43,6 +43,8 @@ pub struct Front {
     /// Where grep jobs run.
     pub workers: Workers,
     pub grep_budget: PageBudget,
+    /// Grep pages computed ahead of the requests that will ask for them.
+    pub read_ahead: crate::grep::ahead::ReadAhead,
     /// Idempotency scopes of calls running now.
     pub in_flight: idempotency::InFlight,
     pub admission: crate::admission::Admission,

@@ -1,0 +1,68 @@
+//! Compiled queries, kept by pattern and options.
+//!
+//! Every page of a grep carries the same pattern, so a worker compiles it
+//! once per search rather than once per page. Compiled matchers are
+//! immutable and cheap to clone (their state is shared), and the cache holds
+//! a fixed number of them.
+
+use std::num::NonZeroUsize;
+use std::sync::{Mutex, PoisonError};
+
+use lru::LruCache;
+
+use crate::scan::{Options, PatternError, Query};
+
+/// Queries kept at once.
+const CAPACITY: NonZeroUsize = NonZeroUsize::new(64).expect("non-zero");
+
+/// A bounded cache of compiled queries.
+#[derive(Debug)]
+pub struct QueryCache {
+    compiled: Mutex<LruCache<(String, Options), Query>>,
+}
+
+impl Default for QueryCache {
+    fn default() -> Self {
+        Self { compiled: Mutex::new(LruCache::new(CAPACITY)) }
+    }
+}
+
+impl QueryCache {
+    /// The compiled query for `pattern` and `options`, compiling it on first use.
+    /// Patterns that fail to compile are not kept.
+    pub fn get(&self, pattern: &str, options: Options) -> Result<Query, PatternError> {
+        let key = (pattern.to_owned(), options);
+        if let Some(query) = self.compiled.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+            return Ok(query.clone());
+        }
+        let query = Query::new(pattern, options)?;
+        self.compiled.lock().unwrap_or_else(PoisonError::into_inner).put(key, query.clone());
+        Ok(query)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::Mode;
+
+    #[test]
+    fn compiles_once_and_keeps_options_apart() {
+        let cache = QueryCache::default();
+        let options = Options {
+            fixed_strings: false,
+            case_insensitive: false,
+            multiline: false,
+            mode: Mode::Count,
+            before_context: 0,
+            after_context: 0,
+        };
+        let exact = cache.get("ab", options).unwrap();
+        let insensitive = cache.get("ab", Options { case_insensitive: true, ..options }).unwrap();
+        let text = b"AB\nab\n";
+        let count = |q: &Query| crate::scan::scan(q, &mut q.searcher(), text, 0, 0).count;
+        assert_eq!((count(&exact), count(&insensitive)), (1, 2));
+        assert_eq!(count(&cache.get("ab", options).unwrap()), 1);
+        assert!(cache.get("(a", options).is_err());
+    }
+}

@@ -30,6 +30,9 @@
 //! `rg` is taken from `PATH` or `~/.cargo/bin`, and installed with
 //! `cargo install ripgrep --locked` when missing.
 
+#[path = "common/rss.rs"]
+mod rss;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -206,6 +209,7 @@ impl Worker {
     /// Kills the process and starts a new one on the same address: its
     /// content cache starts empty.
     fn restart(&mut self) {
+        rss::note("worker", self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
         *self = Worker::start(&self.binary, &self.front, &self.addr, &self.index_dir);
@@ -214,6 +218,7 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        rss::note("worker", self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -628,7 +633,11 @@ async fn main() {
             })
         })
         .collect();
+    rss::note("front", stack.front.id());
+    rss::note("worker", stack.worker.child.id());
+    let peak_rss: serde_json::Value = serde_json::from_str(&rss::report()).expect("peaks are JSON");
     let report = json!({
+        "peak_rss_mib": peak_rss,
         "corpus": { "files": files, "bytes": bytes, "sources": sources, "refused": refused.len() },
         "load": { "seconds": load_secs, "durability": "off", "concurrency": LOAD_CONCURRENCY },
         "queries": queries,

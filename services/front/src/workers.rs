@@ -123,6 +123,8 @@ impl Workers {
         };
 
         let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let began = std::time::Instant::now();
+        let out_of_time = || deadline.is_some_and(|deadline| began.elapsed() >= deadline);
         let mut last_failure = String::new();
         for attempt in 0..self.clients.len() {
             let (address, client) = &self.clients[(start + attempt) % self.clients.len()];
@@ -136,9 +138,10 @@ impl Workers {
             match client.clone().run_grep(request).await {
                 Ok(response) => return Ok(response.into_inner()),
                 Err(status) if status.code() == Code::InvalidArgument => return Err(forwarded(&status)),
-                Err(status) if status.code() == Code::DeadlineExceeded || status.code() == Code::Cancelled => {
-                    return Err(deadline_passed());
-                }
+                Err(status) if status.code() == Code::DeadlineExceeded => return Err(deadline_passed()),
+                // A connection to a worker that just died also ends as
+                // CANCELLED: only the caller's deadline stops the failover.
+                Err(status) if status.code() == Code::Cancelled && out_of_time() => return Err(deadline_passed()),
                 Err(status) => {
                     tracing::warn!(worker = %address, code = ?status.code(), message = status.message(), "worker failed a job");
                     last_failure = status.message().to_owned();

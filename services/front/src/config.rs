@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 use serde::Deserialize;
 
+use crate::discovery::Target;
 use crate::store::{Durability, Quota, StoreLimits};
 
 /// Log output format.
@@ -35,9 +36,13 @@ pub struct Options {
     /// Directory of the sled store.
     #[arg(long, env = "AGENTVFS_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Worker addresses, comma-separated.
+    /// Workers, comma-separated: `IP:PORT`, or `HOST:PORT` for every
+    /// address the name resolves to (a headless Service: every ready pod).
     #[arg(long, env = "AGENTVFS_WORKER", value_delimiter = ',')]
     pub worker: Option<Vec<String>>,
+    /// Seconds between lookups of worker host names.
+    #[arg(long, env = "AGENTVFS_WORKER_REFRESH_SECONDS")]
+    pub worker_refresh_seconds: Option<u64>,
     /// Accept unauthenticated calls as principal `dev` (loopback only).
     #[arg(long, env = "AGENTVFS_DEV", num_args = 0..=1, default_missing_value = "true")]
     pub dev: Option<bool>,
@@ -118,7 +123,8 @@ pub struct Options {
 pub struct Config {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
-    pub workers: Vec<String>,
+    pub workers: Vec<Target>,
+    pub worker_refresh: Duration,
     pub dev: bool,
     pub tokens: Option<PathBuf>,
     pub durability: Durability,
@@ -159,6 +165,7 @@ impl Options {
             listen: self.listen.or(file.listen),
             data_dir: self.data_dir.or(file.data_dir),
             worker: self.worker.or(file.worker),
+            worker_refresh_seconds: self.worker_refresh_seconds.or(file.worker_refresh_seconds),
             dev: self.dev.or(file.dev),
             tokens: self.tokens.or(file.tokens),
             durability: self.durability.or(file.durability),
@@ -192,7 +199,15 @@ impl Options {
         let config = Config {
             listen: self.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
             data_dir: self.data_dir.unwrap_or_else(|| PathBuf::from("./data")),
-            workers: self.worker.unwrap_or_default().into_iter().filter(|w| !w.trim().is_empty()).collect(),
+            workers: self
+                .worker
+                .unwrap_or_default()
+                .iter()
+                .filter(|w| !w.trim().is_empty())
+                .map(|w| Target::parse(w))
+                .collect::<Result<_, _>>()
+                .map_err(ConfigError)?,
+            worker_refresh: Duration::from_secs(self.worker_refresh_seconds.unwrap_or(5)),
             dev: self.dev.unwrap_or(false),
             tokens: self.tokens,
             durability: self.durability.unwrap_or_default(),
@@ -247,6 +262,9 @@ impl Config {
         if self.request_timeout.is_zero() {
             return Err(ConfigError("--request-timeout-seconds must be positive".to_owned()));
         }
+        if self.worker_refresh.is_zero() {
+            return Err(ConfigError("--worker-refresh-seconds must be positive".to_owned()));
+        }
         if self.max_in_flight == 0 {
             return Err(ConfigError("--max-in-flight must be positive".to_owned()));
         }
@@ -265,7 +283,7 @@ impl Config {
     /// The configuration as TOML-like text, for `--print-config`.
     pub fn describe(&self) -> String {
         format!(
-            "listen = \"{}\"\ndata-dir = \"{}\"\nworker = {:?}\ndev = {}\ntokens = {:?}\ndurability = \"{:?}\"\n\
+            "listen = \"{}\"\ndata-dir = \"{}\"\nworker = {:?}\nworker-refresh-seconds = {}\ndev = {}\ntokens = {:?}\ndurability = \"{:?}\"\n\
              log-format = \"{:?}\"\nmax-text-bytes = {}\nmax-file-bytes = {}\nmax-message-bytes = {}\n\
              default-quota-bytes = {}\ndefault-quota-files = {}\nmin-free-bytes = {}\nstore-cache-bytes = {}\ndrain-seconds = {}\n\
              request-timeout-seconds = {}\n\
@@ -273,7 +291,8 @@ impl Config {
              grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\nmax-in-flight = {}\nrate-limit = {}\nmetrics-listen = {:?}\n",
             self.listen,
             self.data_dir.display(),
-            self.workers,
+            self.workers.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            self.worker_refresh.as_secs(),
             self.dev,
             self.tokens.as_ref().map(|p| p.display().to_string()),
             self.durability,

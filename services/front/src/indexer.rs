@@ -4,16 +4,24 @@
 //! got (`IndexStatus`), sends the outbox from there in order, at least once,
 //! and moves on only when the worker acknowledges a commit. A worker whose
 //! index is new, or older than what the outbox still holds, is rebuilt from
-//! the store first. Jobs leave the outbox once every worker has them.
+//! the store first. Jobs leave the outbox once every worker has them. The
+//! followers track the worker pool: a worker that joins gets one, a worker
+//! that leaves loses its follower and no longer holds jobs in the outbox,
+//! and neither does one that has not answered for [`HOLD`] (it is rebuilt
+//! when it comes back).
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::worker_client::WorkerClient;
+use tokio::sync::watch;
 use tonic::transport::Channel;
 
 use crate::store::{IndexJob, IndexOp, Store};
+use crate::workers::{Pool, Worker};
 
 /// Jobs per delivery.
 const BATCH: usize = 256;
@@ -21,80 +29,140 @@ const BATCH: usize = 256;
 const IDLE_CHECK: Duration = Duration::from_secs(2);
 /// How long to wait before trying an unreachable worker again.
 const RETRY: Duration = Duration::from_secs(1);
+/// How long the outbox keeps jobs for a worker that does not answer.
+pub const HOLD: Duration = Duration::from_secs(300);
 
-/// What each worker has acknowledged, for pruning and lag reporting.
+/// What each worker has acknowledged, for pruning, lag reporting and
+/// choosing a worker to search.
 #[derive(Debug, Default)]
 pub struct Progress {
-    acked: Mutex<Vec<u64>>,
-    reachable: Mutex<Vec<bool>>,
+    workers: Mutex<HashMap<SocketAddr, Follower>>,
+}
+
+/// One follower's view of its worker.
+#[derive(Debug, Default)]
+struct Follower {
+    /// The outbox position the worker's index has; none until the worker
+    /// has caught up with the store (after a rebuild, if it needed one).
+    acked: Option<u64>,
+    /// Whether the follower has brought the worker up to date since it
+    /// last reached it: until then the worker may be rebuilding.
+    caught_up: bool,
+    reachable: bool,
+    last_answer: Option<Instant>,
 }
 
 impl Progress {
-    /// The outbox position every worker has reached.
+    fn lock(&self) -> MutexGuard<'_, HashMap<SocketAddr, Follower>> {
+        self.workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The outbox position every worker that still holds jobs has reached.
     pub fn slowest(&self) -> Option<u64> {
-        self.acked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().copied().min()
+        self.lock()
+            .values()
+            .filter(|f| f.reachable || f.last_answer.is_some_and(|at| at.elapsed() < HOLD))
+            .filter_map(|f| f.acked)
+            .min()
     }
 
     /// Whether any worker answered its follower lately.
     pub fn any_reachable(&self) -> bool {
-        self.reachable.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().any(|&r| r)
+        self.lock().values().any(|f| f.reachable)
     }
 
-    fn reach(&self, worker: usize, reachable: bool) {
-        let mut all = self.reachable.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        all[worker] = reachable;
+    /// Whether the worker at `address` answers and its index has caught up
+    /// with the store, so that its search results are whole.
+    pub fn serves_search(&self, address: SocketAddr) -> bool {
+        self.lock().get(&address).is_some_and(|f| f.reachable && f.caught_up)
     }
 
-    fn set(&self, worker: usize, acked: u64) {
-        let mut all = self.acked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        all[worker] = acked;
+    fn reach(&self, worker: SocketAddr, reachable: bool) {
+        if let Some(follower) = self.lock().get_mut(&worker) {
+            follower.reachable = reachable;
+            follower.caught_up &= reachable;
+            if reachable {
+                follower.last_answer = Some(Instant::now());
+            }
+        }
+    }
+
+    fn set(&self, worker: SocketAddr, acked: u64) {
+        if let Some(follower) = self.lock().get_mut(&worker) {
+            follower.acked = Some(acked);
+            follower.caught_up = true;
+            follower.last_answer = Some(Instant::now());
+        }
     }
 }
 
-/// Starts a follower per worker; with no worker, keeps the outbox empty.
-pub fn spawn(store: Store, workers: Vec<(String, WorkerClient<Channel>)>) -> Arc<Progress> {
-    let progress = Arc::new(Progress {
-        acked: Mutex::new(vec![0; workers.len()]),
-        reachable: Mutex::new(vec![false; workers.len()]),
-    });
-    if workers.is_empty() {
-        tokio::spawn(async move {
-            let mut commits = store.subscribe();
-            // Nothing will read the jobs; a worker added later is rebuilt anyway.
-            while commits.changed().await.is_ok() {
-                let head = store.blocking(|store| store.outbox_head()).await.unwrap_or(0);
-                let _ = store.blocking(move |store| store.prune_outbox(head)).await;
-            }
-        });
-        return progress;
-    }
-    for (i, (address, client)) in workers.into_iter().enumerate() {
-        let (store, progress) = (store.clone(), progress.clone());
-        tokio::spawn(async move {
-            loop {
-                if let Err(error) = follow(&store, client.clone(), i, &progress).await {
-                    tracing::warn!(worker = %address, %error, "index delivery interrupted");
-                }
-                progress.reach(i, false);
-                tokio::time::sleep(RETRY).await;
-            }
-        });
-    }
+/// Follows the worker pool: a follower per worker; with no worker, keeps
+/// the outbox empty (a worker that joins later is rebuilt anyway).
+pub fn spawn(store: Store, pool: watch::Receiver<Pool>) -> Arc<Progress> {
+    let progress = Arc::new(Progress::default());
+    tokio::spawn(supervise(store, pool, progress.clone()));
     progress
+}
+
+async fn supervise(store: Store, mut pool: watch::Receiver<Pool>, progress: Arc<Progress>) {
+    let mut followers: HashMap<SocketAddr, tokio::task::AbortHandle> = HashMap::new();
+    let mut commits = store.subscribe();
+    loop {
+        let workers = pool.borrow_and_update().clone();
+        followers.retain(|address, task| {
+            let stays = workers.iter().any(|w| w.address == *address);
+            if !stays {
+                task.abort();
+                progress.lock().remove(address);
+            }
+            stays
+        });
+        for Worker { address, client } in workers.iter().cloned() {
+            followers.entry(address).or_insert_with(|| {
+                progress.lock().insert(address, Follower::default());
+                let (store, progress) = (store.clone(), progress.clone());
+                tokio::spawn(async move {
+                    loop {
+                        if let Err(error) = follow(&store, client.clone(), address, &progress).await {
+                            tracing::warn!(worker = %address, %error, "index delivery interrupted");
+                        }
+                        progress.reach(address, false);
+                        tokio::time::sleep(RETRY).await;
+                    }
+                })
+                .abort_handle()
+            });
+        }
+        if followers.is_empty() {
+            let head = store.blocking(|store| store.outbox_head()).await.unwrap_or(0);
+            let _ = store.blocking(move |store| store.prune_outbox(head)).await;
+        }
+        tokio::select! {
+            changed = pool.changed() => if changed.is_err() { break },
+            changed = commits.changed(), if followers.is_empty() => if changed.is_err() { break },
+        }
+    }
+    for task in followers.values() {
+        task.abort();
+    }
 }
 
 /// Follows the outbox for one worker until a call fails.
 async fn follow(
     store: &Store,
     mut client: WorkerClient<Channel>,
-    me: usize,
+    me: SocketAddr,
     progress: &Progress,
 ) -> Result<(), String> {
     let status = client.index_status(pb::IndexStatusRequest {}).await.map_err(|s| s.message().to_owned())?.into_inner();
     progress.reach(me, true);
     let mut cursor = status.committed_sequence;
-    let bounds = store.blocking(|store| store.outbox_bounds()).await.map_err(|e| e.to_string())?;
-    let behind = bounds.is_some_and(|(first, _)| cursor + 1 < first);
+    // Jobs after the worker's position that pruning removed never reach it.
+    let (pruned, bounds) = store
+        .blocking(|store| Ok((store.outbox_pruned()?, store.outbox_bounds()?)))
+        .await
+        .map_err(|e| e.to_string())?;
+    let behind = cursor < pruned || bounds.is_some_and(|(first, _)| cursor + 1 < first);
     if (status.fresh && cursor == 0) || behind {
         cursor = rebuild(store, &mut client).await?;
     }

@@ -30,6 +30,7 @@ pub mod admission;
 pub mod auth;
 pub mod config;
 pub mod diff;
+pub mod discovery;
 pub mod edit;
 pub mod error;
 pub mod glob;

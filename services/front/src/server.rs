@@ -2,6 +2,7 @@
 //! injected (tests bind `127.0.0.1:0`) and shutdown as a future.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use agentvfs_proto::v1::admin_server::AdminServer;
 use agentvfs_proto::v1::content_store_server::ContentStoreServer;
@@ -43,15 +44,19 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
+    // First, so that nothing recorded while starting up is lost.
+    if let Some(address) = config.metrics_listen {
+        crate::metrics::install(address).map_err(ServeError::Config)?;
+    }
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_not_serving::<FileSystemServer<Services>>().await;
     health.set_not_serving::<AdminServer<Services>>().await;
 
     let limit = config.max_message_bytes;
     let sessions = crate::sessions::Sessions::new(config.session_capacity, config.session_idle);
-    let workers =
-        Workers::new(&config.workers, config.grep_concurrency, config.grep_queue).map_err(ServeError::Config)?;
-    let index_progress = crate::indexer::spawn(store.clone(), workers.clients().to_vec());
+    let workers = Arc::new(Workers::new(config.grep_concurrency, config.grep_queue));
+    let discovery = crate::discovery::start(config.workers.clone(), config.worker_refresh, workers.clone());
+    let index_progress = crate::indexer::spawn(store.clone(), workers.subscribe());
     let grep_budget = PageBudget {
         max_files: config.grep_max_files,
         max_bytes: config.grep_max_bytes,
@@ -88,9 +93,6 @@ pub async fn serve(
     health.set_serving::<AdminServer<Services>>().await;
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    if let Some(address) = config.metrics_listen {
-        crate::metrics::install(address).map_err(ServeError::Config)?;
-    }
     // Grep and Search need a worker: `agentvfs.v1.Worker` on the front says
     // whether one answers.
     let worker_health = tokio::spawn({
@@ -157,6 +159,9 @@ pub async fn serve(
     worker_health.abort();
     health.set_service_status(WORKER_HEALTH, tonic_health::ServingStatus::NotServing).await;
     forgetter.abort();
+    if let Some(discovery) = discovery {
+        discovery.abort();
+    }
     let _ = stop.send(());
     match tokio::time::timeout(config.drain, server).await {
         Ok(Ok(result)) => result?,

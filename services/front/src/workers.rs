@@ -5,14 +5,18 @@
 //! once with OVERLOADED instead of piling up. A job goes to the next worker in
 //! turn; one that cannot be reached is skipped for the next. When none
 //! answers, the call fails with WORKER_UNAVAILABLE; nothing else depends on
-//! the workers.
+//! the workers. Which workers there are can change while the front runs
+//! ([`crate::discovery`]): each call works on the pool as it was when the
+//! call began.
 
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::worker_client::WorkerClient;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
 use tonic_types::StatusExt;
@@ -21,6 +25,8 @@ use crate::error::{Error, Reason, Result};
 
 /// How long a caller is told to wait before retrying an overloaded queue.
 const RETRY_AFTER: Duration = Duration::from_millis(250);
+/// Largest message either side of a worker call may send.
+const MESSAGE_BYTES: usize = 16 << 20;
 
 /// Who a grep job runs for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,10 +38,34 @@ pub enum Priority {
     ReadAhead,
 }
 
+/// One worker: its address and a client on a lazily connected channel.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    pub address: SocketAddr,
+    pub client: WorkerClient<Channel>,
+}
+
+impl Worker {
+    fn connect_lazily(address: SocketAddr) -> Self {
+        let channel = Endpoint::from_shared(format!("http://{address}"))
+            .expect("a socket address is a valid URI authority")
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(2))
+            .connect_lazy();
+        let client = WorkerClient::new(channel)
+            .max_decoding_message_size(MESSAGE_BYTES)
+            .max_encoding_message_size(MESSAGE_BYTES);
+        Self { address, client }
+    }
+}
+
+/// The workers known now, in address order.
+pub type Pool = Arc<[Worker]>;
+
 /// Workers and the queue in front of them.
 #[derive(Debug)]
 pub struct Workers {
-    clients: Vec<(String, WorkerClient<Channel>)>,
+    pool: watch::Sender<Pool>,
     next: AtomicUsize,
     running: Semaphore,
     waiting: AtomicUsize,
@@ -43,43 +73,63 @@ pub struct Workers {
 }
 
 impl Workers {
-    /// Channels to `addresses` (connected lazily, so the front starts without
-    /// them); `concurrency` jobs run at once and `queue` more may wait.
-    pub fn new(addresses: &[String], concurrency: usize, queue: usize) -> Result<Self, String> {
-        let clients = addresses
-            .iter()
-            .map(|address| {
-                let uri = if address.contains("://") { address.clone() } else { format!("http://{address}") };
-                let channel = Endpoint::from_shared(uri)
-                    .map_err(|e| format!("worker address {address:?} is not valid: {e}"))?
-                    .tcp_nodelay(true)
-                    .connect_timeout(Duration::from_secs(2))
-                    .connect_lazy();
-                let client =
-                    WorkerClient::new(channel).max_decoding_message_size(16 << 20).max_encoding_message_size(16 << 20);
-                Ok((address.clone(), client))
-            })
-            .collect::<Result<_, String>>()?;
-        Ok(Self {
-            clients,
+    /// An empty pool (see [`Workers::set_addresses`]); `concurrency` jobs run
+    /// at once and `queue` more may wait.
+    pub fn new(concurrency: usize, queue: usize) -> Self {
+        Self {
+            pool: watch::Sender::new(Pool::from(Vec::new())),
             next: AtomicUsize::new(0),
             running: Semaphore::new(concurrency.max(1)),
             waiting: AtomicUsize::new(0),
             max_waiting: queue,
-        })
-    }
-
-    /// Every worker's address and client.
-    pub fn clients(&self) -> &[(String, WorkerClient<Channel>)] {
-        &self.clients
-    }
-
-    /// The next worker in turn, for calls any worker can answer.
-    pub fn next_client(&self) -> Option<&(String, WorkerClient<Channel>)> {
-        if self.clients.is_empty() {
-            return None;
         }
-        Some(&self.clients[self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len()])
+    }
+
+    /// Makes `addresses` the pool. Workers already in it keep their
+    /// channels; new ones connect on first use, so the front never waits
+    /// for a worker to come up.
+    pub fn set_addresses(&self, mut addresses: Vec<SocketAddr>) {
+        addresses.sort_unstable();
+        addresses.dedup();
+        self.pool.send_if_modified(|pool| {
+            if pool.iter().map(|w| w.address).eq(addresses.iter().copied()) {
+                return false;
+            }
+            let old = std::mem::replace(pool, Pool::from(Vec::new()));
+            *pool = addresses
+                .iter()
+                .map(|&address| match old.iter().find(|w| w.address == address) {
+                    Some(known) => known.clone(),
+                    None => Worker::connect_lazily(address),
+                })
+                .collect();
+            tracing::info!(workers = ?addresses, "worker pool changed");
+            true
+        });
+        metrics::gauge!("agentvfs_workers").set(addresses.len() as f64);
+    }
+
+    /// The workers known now.
+    pub fn pool(&self) -> Pool {
+        self.pool.borrow().clone()
+    }
+
+    /// The pool now and every later change of it.
+    pub fn subscribe(&self) -> watch::Receiver<Pool> {
+        self.pool.subscribe()
+    }
+
+    /// The workers in turn, starting with the next one for calls any worker
+    /// can answer; those `preferred` come first.
+    pub fn in_turn(&self, preferred: impl Fn(SocketAddr) -> bool) -> Vec<Worker> {
+        let pool = self.pool();
+        if pool.is_empty() {
+            return Vec::new();
+        }
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut turn: Vec<Worker> = (0..pool.len()).map(|i| pool[(start + i) % pool.len()].clone()).collect();
+        turn.sort_by_key(|w| !preferred(w.address));
+        turn
     }
 
     /// Jobs waiting for a slot now.
@@ -89,7 +139,7 @@ impl Workers {
 
     /// Whether a read-ahead job would find a spare slot now.
     pub fn has_spare(&self) -> bool {
-        !self.clients.is_empty() && self.running.available_permits() >= 2
+        !self.pool.borrow().is_empty() && self.running.available_permits() >= 2
     }
 
     /// Runs one grep job on some worker, within `deadline` if given.
@@ -100,8 +150,8 @@ impl Workers {
         request_id: Option<&str>,
         priority: Priority,
     ) -> Result<pb::GrepJobResult> {
-        if self.clients.is_empty() {
-            return Err(unavailable("No worker is configured for this server."));
+        if self.pool.borrow().is_empty() {
+            return Err(unavailable("No worker is known to this server."));
         }
         let _permit = match self.running.try_acquire() {
             Ok(permit) if priority == Priority::Request || self.running.available_permits() > 0 => permit,
@@ -122,12 +172,10 @@ impl Workers {
             }
         };
 
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
         let began = std::time::Instant::now();
         let out_of_time = || deadline.is_some_and(|deadline| began.elapsed() >= deadline);
         let mut last_failure = String::new();
-        for attempt in 0..self.clients.len() {
-            let (address, client) = &self.clients[(start + attempt) % self.clients.len()];
+        for Worker { address, mut client } in self.in_turn(|_| true) {
             let mut request = tonic::Request::new(job.clone());
             if let Some(deadline) = deadline {
                 request.set_timeout(deadline);
@@ -135,7 +183,7 @@ impl Workers {
             if let Some(value) = request_id.and_then(|id| id.parse().ok()) {
                 request.metadata_mut().insert(crate::metrics::REQUEST_ID, value);
             }
-            match client.clone().run_grep(request).await {
+            match client.run_grep(request).await {
                 Ok(response) => return Ok(response.into_inner()),
                 Err(status) if status.code() == Code::InvalidArgument => return Err(forwarded(&status)),
                 Err(status) if status.code() == Code::DeadlineExceeded => return Err(deadline_passed()),

@@ -5,35 +5,12 @@
 
 mod support;
 
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 use std::time::{Duration, Instant};
 
 use agentvfs_proto::v1 as pb;
 
-use support::{Front, failpoint_binaries, free_port, read, reason, write_text};
-
-fn scrape(address: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(mut stream) = std::net::TcpStream::connect(address) {
-            stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
-            let mut body = String::new();
-            stream.read_to_string(&mut body).unwrap();
-            return body;
-        }
-        assert!(Instant::now() < deadline, "metrics endpoint never answered");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The value of the first sample line that contains every fragment.
-fn sample(body: &str, fragments: &[&str]) -> Option<f64> {
-    body.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find(|l| fragments.iter().all(|f| l.contains(f)))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
+use support::{Front, failpoint_binaries, free_port, read, reason, sample, scrape, write_text};
 
 #[tokio::test]
 async fn rpc_metrics_count_calls_by_method_and_code() {

@@ -41,7 +41,7 @@ pub struct Front {
     /// What each agent session has read, for the read-before-edit rule.
     pub sessions: Sessions,
     /// Where grep jobs run.
-    pub workers: Workers,
+    pub workers: Arc<Workers>,
     pub grep_budget: PageBudget,
     /// Grep pages computed ahead of the requests that will ask for them.
     pub read_ahead: crate::grep::ahead::ReadAhead,

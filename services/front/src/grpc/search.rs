@@ -13,6 +13,7 @@ use crate::error::{Error, Reason, Result};
 use crate::glob::Glob;
 use crate::ids::NodeId;
 use crate::path::SpacePath;
+use crate::workers::Worker;
 
 /// Longest accepted query, in bytes.
 const MAX_QUERY_BYTES: usize = 1024;
@@ -56,10 +57,6 @@ pub(super) fn plan(target: &Target, req: &pb::SearchRequest) -> Result<SearchPla
 
 /// Runs a search on the next worker and checks its hits.
 pub(super) async fn run(front: &Front, target: &Target, plan: SearchPlan) -> Result<pb::SearchResponse> {
-    let Some((address, client)) = front.workers.next_client() else {
-        return Err(Error::new(Reason::WorkerUnavailable, "No worker is configured for this server.")
-            .retry_after(std::time::Duration::from_secs(1)));
-    };
     let request = pb::IndexQuery {
         space_id: target.space.id.to_string(),
         query: plan.query.clone(),
@@ -67,11 +64,24 @@ pub(super) async fn run(front: &Front, target: &Target, plan: SearchPlan) -> Res
         limit: plan.limit as u32,
         offset: u32::try_from(plan.offset).unwrap_or(u32::MAX),
     };
-    let result = client.clone().search_index(request).await.map_err(|status| {
-        tracing::warn!(worker = %address, code = ?status.code(), message = status.message(), "search failed");
-        Error::new(Reason::WorkerUnavailable, "No worker could run the search.")
-            .retry_after(std::time::Duration::from_secs(1))
-    })?;
+    // Workers whose index has caught up with the store first: one that is
+    // still being rebuilt would answer with part of the space.
+    let mut result = None;
+    for Worker { address, mut client } in front.workers.in_turn(|address| front.index_progress.serves_search(address)) {
+        match client.search_index(request.clone()).await {
+            Ok(response) => {
+                result = Some(response);
+                break;
+            }
+            Err(status) => {
+                tracing::warn!(worker = %address, code = ?status.code(), message = status.message(), "search failed")
+            }
+        }
+    }
+    let Some(result) = result else {
+        return Err(Error::new(Reason::WorkerUnavailable, "No worker could run the search.")
+            .retry_after(std::time::Duration::from_secs(1)));
+    };
     let result = result.into_inner();
     let full_page = result.hits.len() >= plan.limit;
     let checked = {

@@ -6,6 +6,9 @@ use super::records::{Entry, IndexJob, IndexOp, SpaceRecord, decode, encode};
 use crate::error::{Error, Result};
 use crate::ids::SpaceId;
 
+/// Where the mark of [`Store::outbox_pruned`] is kept, in sled's default tree.
+const PRUNED_KEY: &[u8] = b"outbox.pruned";
+
 impl Store {
     /// Up to `limit` jobs after sequence `after`, in order.
     pub fn outbox_after(&self, after: u64, limit: usize) -> Result<Vec<(u64, IndexJob)>> {
@@ -43,12 +46,26 @@ impl Store {
     /// Removes jobs up to and including `upto`.
     pub fn prune_outbox(&self, upto: u64) -> Result<usize> {
         let t = &self.trees().outbox;
+        if upto > self.outbox_pruned()? {
+            // Before the jobs go: sled recovers a prefix of its writes, so
+            // no job is ever gone without the mark that says so.
+            self.inner.db.insert(PRUNED_KEY, &upto.to_be_bytes())?;
+        }
         let mut removed = 0;
         for item in t.range(..=upto.to_be_bytes()) {
             t.remove(item?.0)?;
             removed += 1;
         }
         Ok(removed)
+    }
+
+    /// The highest sequence pruning has passed: a worker whose index is
+    /// older may have missed jobs that are gone and must be rebuilt.
+    pub fn outbox_pruned(&self) -> Result<u64> {
+        Ok(match self.inner.db.get(PRUNED_KEY)? {
+            Some(value) => sequence_of(&value)?,
+            None => 0,
+        })
     }
 
     /// Queues a rebuild of one space's index: drop it, then every live file.

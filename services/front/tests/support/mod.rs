@@ -146,6 +146,31 @@ impl Drop for Worker {
     }
 }
 
+/// The Prometheus text `/metrics` at `address` serves, once it answers.
+pub fn scrape(address: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(mut stream) = std::net::TcpStream::connect(address) {
+            stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+            let mut body = String::new();
+            stream.read_to_string(&mut body).unwrap();
+            return body;
+        }
+        assert!(Instant::now() < deadline, "metrics endpoint never answered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The value of the first sample line that contains every fragment.
+pub fn sample(body: &str, fragments: &[&str]) -> Option<f64> {
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| fragments.iter().all(|f| l.contains(f)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
 /// A free loopback port (bound, then released).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
@@ -234,10 +259,16 @@ impl Front {
     /// Starts `binary` as a dev-mode front on a fresh temporary store, with
     /// extra flags and environment variables.
     pub async fn start_binary(binary: &Path, args: &[&str], env: &[(&str, &str)]) -> Front {
+        Self::start_binary_at(binary, "127.0.0.1:0", args, env).await
+    }
+
+    /// Starts `binary` as a dev-mode front on `listen` with a fresh
+    /// temporary store, with extra flags and environment variables.
+    pub async fn start_binary_at(binary: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Front {
         let temp = tempfile::tempdir().expect("temp dir");
         let data_dir = temp.path().join("data");
         let args = args.iter().map(|s| s.to_string()).collect();
-        let mut front = Self::spawn_binary(binary, &data_dir, "127.0.0.1:0", args, env).await;
+        let mut front = Self::spawn_binary(binary, &data_dir, listen, args, env).await;
         front._temp = Some(temp);
         front
     }

@@ -3,9 +3,11 @@
 //! `*`, `?`, `**`, `[abc]` and `{a,b}`. A pattern without `/` matches base
 //! names at any depth (`*.md` finds every Markdown file); a pattern with `/`
 //! matches the path relative to the root the call was given. `*` and `?`
-//! never cross a `/`.
+//! never cross a `/`. Patterns are brought to Unicode NFC, like paths, so a
+//! pattern spelled in another normalization form matches the same names.
 
 use globset::{GlobBuilder, GlobMatcher};
+use unicode_normalization::UnicodeNormalization as _;
 
 use crate::path::SpacePath;
 
@@ -36,7 +38,8 @@ impl Glob {
             return Err(GlobError::TooLong);
         }
         let base_name_only = !pattern.contains('/');
-        let trimmed = pattern.trim_start_matches('/');
+        let normalized: String = pattern.nfc().collect();
+        let trimmed = normalized.trim_start_matches('/');
         let glob = GlobBuilder::new(trimmed)
             .literal_separator(true)
             .backslash_escape(true)
@@ -67,6 +70,16 @@ mod tests {
 
     fn p(s: &str) -> SpacePath {
         SpacePath::parse(s).unwrap()
+    }
+
+    #[test]
+    fn patterns_match_whatever_normalization_form_they_are_spelled_in() {
+        let root = SpacePath::root();
+        for pattern in ["caf\u{e9}*.md", "cafe\u{301}*.md", "/notes/cafe\u{301}.md", "[e\u{301}x]*"] {
+            let g = Glob::new(pattern).unwrap();
+            let path = if pattern.starts_with('[') { p("/\u{e9}t\u{e9}") } else { p("/notes/caf\u{e9}.md") };
+            assert!(g.matches(&root, &path), "{pattern:?} does not match {path}");
+        }
     }
 
     #[test]

@@ -69,10 +69,11 @@ impl ContentStore for ContentService {
                 let index = u32::try_from(index).unwrap_or(u32::MAX);
                 let content = match Hash::from_hex(hash) {
                     // The worker hashes what it receives, so the front need not.
-                    Some(hash) if store.has_content(hash).unwrap_or(false) => {
-                        store.content_unverified(hash).map_err(|e| e.to_string())
-                    }
-                    Some(_) => Err("no content has this hash".to_owned()),
+                    Some(hash) => match store.content_unverified(hash) {
+                        Ok(Some(bytes)) => Ok(bytes),
+                        Ok(None) => Err("no content has this hash".to_owned()),
+                        Err(error) => Err(error.to_string()),
+                    },
                     None => Err("not a BLAKE3 hex hash".to_owned()),
                 };
                 let messages = match content {

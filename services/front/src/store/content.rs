@@ -64,9 +64,7 @@ pub fn drop_ref(tree: &TransactionalTree, hash: Hash) -> TxResult<u64> {
 pub fn read(tree: &sled::Tree, hash: Hash) -> Result<Vec<u8>> {
     let bytes = read_unverified(tree, hash)?;
     if Hash::of(&bytes) != hash {
-        return Err(
-            Error::new(Reason::DataLoss, "Stored content failed its integrity check.").with("hash", hash.to_hex())
-        );
+        return Err(damaged(hash));
     }
     Ok(bytes)
 }
@@ -74,26 +72,41 @@ pub fn read(tree: &sled::Tree, hash: Hash) -> Result<Vec<u8>> {
 /// Reads the content of `hash` without hashing it again: for readers that
 /// verify it themselves (workers check every byte they receive).
 pub fn read_unverified(tree: &sled::Tree, hash: Hash) -> Result<Vec<u8>> {
-    let meta: BlobMeta = match tree.get(keys::blob_meta(&hash.0))? {
-        Some(raw) => decode(&raw)?,
-        None => return Err(missing(hash)),
-    };
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.size).unwrap_or(0));
-    for index in 0..meta.chunks {
-        let chunk = tree.get(keys::blob_chunk(&hash.0, index))?.ok_or_else(|| missing(hash))?;
-        bytes.extend_from_slice(&chunk);
-    }
-    if bytes.len() as u64 != meta.size {
-        return Err(
-            Error::new(Reason::DataLoss, "Stored content failed its integrity check.").with("hash", hash.to_hex())
-        );
-    }
-    Ok(bytes)
+    read_if_stored(tree, hash)?.ok_or_else(|| missing(hash))
 }
 
-/// Whether content with this hash is stored.
-pub fn exists(tree: &sled::Tree, hash: Hash) -> Result<bool> {
-    Ok(tree.contains_key(keys::blob_meta(&hash.0))?)
+/// The content of `hash`, unverified, or `None` when nothing is stored
+/// under it. One range scan reads it all: the chunk keys sort before the
+/// metadata key, so the chunks come in order and the metadata that checks
+/// them last.
+pub fn read_if_stored(tree: &sled::Tree, hash: Hash) -> Result<Option<Vec<u8>>> {
+    let meta_key = keys::blob_meta(&hash.0);
+    let mut bytes: Vec<u8> = Vec::new();
+    let mut chunks = 0u32;
+    for item in tree.range(keys::blob_chunk(&hash.0, 0)..=meta_key.clone()) {
+        let (key, value) = item?;
+        if *key == *meta_key {
+            let meta: BlobMeta = decode(&value)?;
+            if meta.chunks != chunks || bytes.len() as u64 != meta.size {
+                return Err(damaged(hash));
+            }
+            return Ok(Some(bytes));
+        }
+        if key.get(key.len().saturating_sub(4)..) != Some(&chunks.to_be_bytes()[..]) {
+            return Err(missing(hash));
+        }
+        if chunks == 0 {
+            bytes = value.to_vec();
+        } else {
+            bytes.extend_from_slice(&value);
+        }
+        chunks += 1;
+    }
+    if chunks == 0 { Ok(None) } else { Err(missing(hash)) }
+}
+
+fn damaged(hash: Hash) -> Error {
+    Error::new(Reason::DataLoss, "Stored content failed its integrity check.").with("hash", hash.to_hex())
 }
 
 fn missing(hash: Hash) -> Error {

@@ -362,14 +362,10 @@ impl Store {
         Ok(pruned)
     }
 
-    /// The bytes with this hash, for a reader that verifies them itself.
-    pub fn content_unverified(&self, hash: Hash) -> Result<Vec<u8>> {
-        content::read_unverified(&self.trees().content, hash)
-    }
-
-    /// Whether content with this hash is stored.
-    pub fn has_content(&self, hash: Hash) -> Result<bool> {
-        content::exists(&self.trees().content, hash)
+    /// The bytes with this hash, for a reader that verifies them itself;
+    /// `None` when no content has this hash.
+    pub fn content_unverified(&self, hash: Hash) -> Result<Option<Vec<u8>>> {
+        content::read_if_stored(&self.trees().content, hash)
     }
 
     /// One page of a snapshot walk; see [`ScanOptions`].

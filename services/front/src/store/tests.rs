@@ -309,8 +309,14 @@ fn deleting_a_space_frees_its_content_and_its_name() {
     store.delete_space(gone.id, None).unwrap();
     assert!(store.space(gone.id).unwrap().is_none());
     assert!(store.space_id_by_name("gone").unwrap().is_none());
-    assert!(content::exists(&store.trees().content, shared.hash).unwrap(), "still used by another space");
-    assert!(!content::exists(&store.trees().content, only.hash).unwrap(), "freed with its last version");
+    assert!(
+        content::read_if_stored(&store.trees().content, shared.hash).unwrap().is_some(),
+        "still used by another space"
+    );
+    assert!(
+        content::read_if_stored(&store.trees().content, only.hash).unwrap().is_none(),
+        "freed with its last version"
+    );
     assert!(store.node(only.node).unwrap().is_none());
     assert_eq!(store.trees().history.scan_prefix(gone.id.to_bytes()).count(), 0);
     store.create_space(new("gone"), None).unwrap();
@@ -338,6 +344,13 @@ fn large_content_is_chunked_and_verified() {
     assert_eq!(store.content(outcome.hash).unwrap(), body);
     let chunks = store.trees().content.scan_prefix(outcome.hash.0).count();
     assert_eq!(chunks, 1 + body.len().div_ceil(content::CHUNK_SIZE));
+    assert_eq!(store.content_unverified(outcome.hash).unwrap(), Some(body.clone()));
+    assert_eq!(store.content_unverified(crate::store::Hash::of(b"never stored")).unwrap(), None);
+    // A lost chunk is DATA_LOSS for the unverified reader too.
+    let second = store.trees().content.remove(keys::blob_chunk(&outcome.hash.0, 1)).unwrap().unwrap();
+    assert_eq!(store.content_unverified(outcome.hash).unwrap_err().reason, Reason::DataLoss);
+    store.trees().content.insert(keys::blob_chunk(&outcome.hash.0, 1), second).unwrap();
+    assert_eq!(store.content_unverified(outcome.hash).unwrap(), Some(body.clone()));
     // A damaged chunk is DATA_LOSS, never wrong bytes.
     store.trees().content.insert(keys::blob_chunk(&outcome.hash.0, 1), &b"tampered"[..]).unwrap();
     assert_eq!(store.content(outcome.hash).unwrap_err().reason, Reason::DataLoss);

@@ -28,6 +28,10 @@ pub enum ServeError {
     IndexDir { path: String, source: std::io::Error },
 }
 
+/// Bytes of content the front may send ahead of what the worker has read,
+/// per fetch (and twice that per connection).
+const CONTENT_WINDOW: u32 = 8 << 20;
+
 /// Serves until `shutdown` resolves, then drains within `config.drain`.
 pub async fn serve(
     config: &Config,
@@ -40,7 +44,13 @@ pub async fn serve(
     health.set_not_serving::<WorkerServer<WorkerService>>().await;
 
     // Connects on first use, so the worker starts whether or not the front is up.
-    let front = Endpoint::from_shared(config.front.clone())?.tcp_nodelay(true).connect_lazy();
+    // Content streams from the front in bulk: with HTTP/2's default 64 KiB
+    // windows the front would stop for a window update every 64 KiB.
+    let front = Endpoint::from_shared(config.front.clone())?
+        .tcp_nodelay(true)
+        .initial_stream_window_size(CONTENT_WINDOW)
+        .initial_connection_window_size(2 * CONTENT_WINDOW)
+        .connect_lazy();
     let cache = Arc::new(ContentCache::new(config.cache_bytes));
     let fetcher = Fetcher::new(front, cache.clone(), config.token.clone());
     if let Some(address) = config.metrics_listen {

@@ -30,6 +30,8 @@
 //! `rg` is taken from `PATH` or `~/.cargo/bin`, and installed with
 //! `cargo install ripgrep --locked` when missing.
 
+#[path = "common/cpu.rs"]
+mod cpu;
 #[path = "common/rss.rs"]
 mod rss;
 
@@ -371,6 +373,8 @@ struct Run {
     skipped: u64,
     /// Sum of the front's own per-page `elapsed_micros`.
     server_secs: f64,
+    /// CPU seconds: rg's own, or the front's and the worker's together.
+    cpu_secs: f64,
 }
 
 fn find_rg() -> PathBuf {
@@ -404,16 +408,17 @@ fn rg_once(rg: &Path, query: &Query, dir: &Path) -> Run {
         command.arg("-i");
     }
     command.arg("-e").arg(query.pattern).arg(dir).stderr(Stdio::null());
-    let start = Instant::now();
+    let (start, cpu_before) = (Instant::now(), cpu::of_waited_children());
     let output = command.output().expect("run rg");
     let secs = start.elapsed().as_secs_f64();
+    let cpu_secs = cpu::of_waited_children() - cpu_before;
     // Exit status 1 only means "no match".
     assert!(matches!(output.status.code(), Some(0 | 1)), "rg failed: {:?}", output.status);
     let lines = String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter_map(|line| line.rsplit_once(':').and_then(|(_, n)| n.parse::<u64>().ok()))
         .sum();
-    Run { secs, lines, ..Run::default() }
+    Run { secs, lines, cpu_secs, ..Run::default() }
 }
 
 /// Best of `RG_TIMED_RUNS` after one warm-up run.
@@ -432,10 +437,12 @@ fn count() -> pb::GrepRequest {
 }
 
 /// The whole space, page after page until `complete`.
-async fn grep_all(channel: &Channel, query: &Query) -> Run {
+async fn grep_all(channel: &Channel, query: &Query, pids: [u32; 2]) -> Run {
     let mut fs = client(channel);
     let mut run = Run::default();
     let mut token = String::new();
+    let cpu_used = || pids.iter().map(|&pid| cpu::of_process(pid)).sum::<f64>();
+    let cpu_before = cpu_used();
     let start = Instant::now();
     loop {
         let request = pb::GrepRequest {
@@ -461,6 +468,7 @@ async fn grep_all(channel: &Channel, query: &Query) -> Run {
         token = page.next_page_token;
     }
     run.secs = start.elapsed().as_secs_f64();
+    run.cpu_secs = cpu_used() - cpu_before;
     run
 }
 
@@ -487,6 +495,7 @@ fn run_json(run: &Run, bytes: u64) -> serde_json::Value {
         "bytes_scanned": run.bytes_scanned,
         "skipped": run.skipped,
         "server_seconds": run.server_secs,
+        "cpu_seconds": run.cpu_secs,
     })
 }
 
@@ -548,18 +557,22 @@ async fn main() {
     for query in &QUERIES {
         let rg_run = rg_best(&rg, query, disk.path());
         stack.restart_worker(&channel).await;
-        let cold = grep_all(&channel, query).await;
-        let warm = grep_all(&channel, query).await;
+        let pids = [stack.front.id(), stack.worker.child.id()];
+        let cold = grep_all(&channel, query, pids).await;
+        let warm = grep_all(&channel, query, pids).await;
         println!(
-            "  {:<16} rg {:.3}s | cold {:.3}s (front-reported {:.3}s, {} pages, {} files) | warm {:.3}s \
-             (front-reported {:.3}s)",
+            "  {:<16} rg {:.3}s (cpu {:.2}s) | cold {:.3}s (cpu {:.2}s, front-reported {:.3}s, {} pages, {} files) \
+             | warm {:.3}s (cpu {:.2}s, front-reported {:.3}s)",
             query.name,
             rg_run.secs,
+            rg_run.cpu_secs,
             cold.secs,
+            cold.cpu_secs,
             cold.server_secs,
             cold.pages,
             cold.files_visited,
             warm.secs,
+            warm.cpu_secs,
             warm.server_secs
         );
         rows.push(Row { query, rg: rg_run, cold, warm });
@@ -583,6 +596,23 @@ async fn main() {
             row.warm.secs,
             mb / row.warm.secs,
             row.rg.secs / row.warm.secs,
+        );
+    }
+
+    println!();
+    println!(
+        "{:<16} {:>8} {:>8} {:>8} {:>8} {:>8}   (front + worker CPU against rg's)",
+        "cpu seconds", "rg", "cold", "cold/rg", "warm", "warm/rg"
+    );
+    for row in &rows {
+        println!(
+            "{:<16} {:>8.2} {:>8.2} {:>7.2}x {:>8.2} {:>7.2}x",
+            row.query.name,
+            row.rg.cpu_secs,
+            row.cold.cpu_secs,
+            row.rg.cpu_secs / row.cold.cpu_secs,
+            row.warm.cpu_secs,
+            row.rg.cpu_secs / row.warm.cpu_secs,
         );
     }
 

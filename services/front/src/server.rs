@@ -70,6 +70,7 @@ pub async fn serve(
         workers,
         grep_budget,
         read_ahead: Default::default(),
+        selections: Default::default(),
         in_flight: Default::default(),
         admission: crate::admission::Admission::new(config.max_in_flight, config.rate_limit),
         index_progress,

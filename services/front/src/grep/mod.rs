@@ -9,6 +9,7 @@
 
 pub mod ahead;
 pub mod query;
+pub mod selections;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,7 +48,8 @@ struct Cursor {
 }
 
 /// A page of files resolved from the snapshot.
-struct Selection {
+#[derive(Debug)]
+pub struct Selection {
     files: Vec<(SpacePath, Entry)>,
     skipped: Vec<pb::SkippedFile>,
     /// The first file not visited, when the walk stopped early.
@@ -55,6 +57,16 @@ struct Selection {
     visited: u64,
     /// When asked for: content the next page will most likely scan.
     prefetch: Vec<String>,
+}
+
+impl Selection {
+    /// Memory it holds, roughly.
+    fn approximate_bytes(&self) -> usize {
+        let files: usize =
+            self.files.iter().map(|(path, _)| path.as_str().len() + size_of::<(SpacePath, Entry)>()).sum();
+        let skipped: usize = self.skipped.iter().map(|s| s.path.len() + s.reason.len() + 64).sum();
+        files + skipped + self.prefetch.len() * 88 + size_of::<Self>()
+    }
 }
 
 /// How a page ended, for deciding what to do ahead of the next one.
@@ -160,10 +172,21 @@ async fn run(
     };
     Store::check_revision(space, cursor.revision)?;
 
-    let selection = {
-        let (store, space_id, root, query, cursor) =
-            (store.clone(), space.id, root.clone(), query.clone(), cursor.clone());
-        store.clone().blocking(move |_| select(&store, space_id, &root, &query, &cursor, budget, prefetch)).await?
+    let key = selections::Key::new(space.id, cursor.revision, root, query, cursor.from.as_deref(), prefetch);
+    let selection = match front.selections.get(&key) {
+        Some(selection) => selection,
+        None => {
+            let (store, space_id, root, query, cursor) =
+                (store.clone(), space.id, root.clone(), query.clone(), cursor.clone());
+            let selection = Arc::new(
+                store
+                    .clone()
+                    .blocking(move |_| select(&store, space_id, &root, &query, &cursor, budget, prefetch))
+                    .await?,
+            );
+            front.selections.insert(key, selection.clone());
+            selection
+        }
     };
     let mut response = pb::GrepResponse { revision: cursor.revision, ..Default::default() };
     let mut stats = pb::GrepStats { files_visited: selection.visited, ..Default::default() };
@@ -199,7 +222,7 @@ async fn run(
             max_entries: u64::from(query.head_limit),
             skip_entries: cursor.skip,
             max_output_bytes: budget.max_output_bytes,
-            prefetch: selection.prefetch,
+            prefetch: selection.prefetch.clone(),
         };
         let result = workers.grep(job, deadline, request_id, priority).await?;
         stats.bytes_scanned = result.bytes_scanned;
@@ -214,7 +237,7 @@ async fn run(
         convert(query, &selection.files, result.entries, &mut response);
     }
     // Skipped files past the resume point are listed again on the page that visits them.
-    response.skipped.extend(selection.skipped);
+    response.skipped.extend(selection.skipped.iter().cloned());
     if let Some((from, _)) = &resume {
         response.skipped.retain(|s| s.path.as_str() < from.as_str());
     }

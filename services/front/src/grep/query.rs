@@ -134,6 +134,12 @@ impl GrepQuery {
         })
     }
 
+    /// The parts of the fingerprint that choose files (the glob and the
+    /// types), as opposed to what is looked for in them.
+    pub fn file_filter(&self) -> [&str; 2] {
+        [&self.fingerprint_parts[1], &self.fingerprint_parts[2]]
+    }
+
     /// Whether a file below `root` is part of the search.
     pub fn selects(&self, root: &SpacePath, path: &SpacePath) -> bool {
         self.glob.as_ref().is_none_or(|g| g.matches(root, path))

@@ -45,6 +45,7 @@ pub struct Front {
     pub grep_budget: PageBudget,
     /// Grep pages computed ahead of the requests that will ask for them.
     pub read_ahead: crate::grep::ahead::ReadAhead,
+    pub selections: crate::grep::selections::Selections,
     /// Idempotency scopes of calls running now.
     pub in_flight: idempotency::InFlight,
     pub admission: crate::admission::Admission,

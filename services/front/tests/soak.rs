@@ -151,9 +151,11 @@ async fn a_mixed_load_at_80_percent_of_capacity_stays_flat() {
     // (for a day), so what it holds grows all run and its page cache fills
     // at the pace of the load: a larger one is still filling long after
     // warm-up at a few hundred calls per second. The worker's cache still
-    // holds every file's current content.
-    let stack =
-        Stack::start_configured(&["--store-cache-bytes", "1048576"], &[("AGENTVFS_CACHE_BYTES", "2097152")]).await;
+    // holds every file's current content. The front's pool of store threads
+    // grows to the most calls that ever waited at once, each thread keeping
+    // memory of its own: a few, which the full-speed capacity probe fills.
+    let front = ["--store-cache-bytes", "1048576", "--store-threads", "8"];
+    let stack = Stack::start_configured(&front, &[("AGENTVFS_CACHE_BYTES", "2097152")]).await;
     stack.front.space("soak").await;
     let channel = stack.front.channel().await;
     let mut fs = FileSystemClient::new(channel.clone());

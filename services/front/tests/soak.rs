@@ -154,8 +154,13 @@ async fn a_mixed_load_at_80_percent_of_capacity_stays_flat() {
     // holds every file's current content. The front's pool of store threads
     // grows to the most calls that ever waited at once, each thread keeping
     // memory of its own: a few, which the full-speed capacity probe fills.
+    // jemalloc keeps freed pages for reuse, giving them back over 10 s:
+    // that too is a cache, as large as the last few seconds' transient
+    // allocations (an index merge, a compaction), so it is set to give them
+    // back at once, and RSS follows the memory in use.
+    let allocator = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:0");
     let front = ["--store-cache-bytes", "1048576", "--store-threads", "8"];
-    let stack = Stack::start_configured(&front, &[("AGENTVFS_CACHE_BYTES", "2097152")]).await;
+    let stack = Stack::start_configured(&front, &[allocator], &[allocator, ("AGENTVFS_CACHE_BYTES", "2097152")]).await;
     stack.front.space("soak").await;
     let channel = stack.front.channel().await;
     let mut fs = FileSystemClient::new(channel.clone());
@@ -209,10 +214,10 @@ async fn a_mixed_load_at_80_percent_of_capacity_stays_flat() {
         assert!(outcome == "OK" || backpressure, "{count} calls failed with {outcome}");
     }
     // Warm-up is the first 30 %; the rest is split in halves. Memory swings
-    // as the allocator keeps freed pages for a while, history is compacted
-    // and index segments merge, so the halves are compared by the level each
-    // process stays under nine samples in ten, not by one sample: a leak
-    // lifts all of the later half, and so that level too.
+    // as history is compacted and index segments merge, so the halves are
+    // compared by the level each process stays under nine samples in ten,
+    // not by one sample: a leak lifts all of the later half, and so that
+    // level too.
     let warm = samples.len() * 3 / 10;
     let middle = warm + (samples.len() - warm) / 2;
     for (name, pick) in [("front", 0), ("worker", 1)] {

@@ -97,6 +97,10 @@ pub struct Options {
     /// Memory for the store's page cache, in bytes.
     #[arg(long, env = "AGENTVFS_STORE_CACHE_BYTES")]
     pub store_cache_bytes: Option<u64>,
+    /// Threads for store work at most (each keeps memory of its own once
+    /// started); calls beyond that wait for one.
+    #[arg(long, env = "AGENTVFS_STORE_THREADS")]
+    pub store_threads: Option<usize>,
     /// Calls served at once; more fail fast with OVERLOADED.
     #[arg(long, env = "AGENTVFS_MAX_IN_FLIGHT")]
     pub max_in_flight: Option<usize>,
@@ -143,6 +147,7 @@ pub struct Config {
     pub max_in_flight: usize,
     pub rate_limit: u32,
     pub metrics_listen: Option<SocketAddr>,
+    pub store_threads: usize,
 }
 
 /// A configuration that cannot be used; the message is printed as is.
@@ -186,6 +191,7 @@ impl Options {
             max_in_flight: self.max_in_flight.or(file.max_in_flight),
             min_free_bytes: self.min_free_bytes.or(file.min_free_bytes),
             store_cache_bytes: self.store_cache_bytes.or(file.store_cache_bytes),
+            store_threads: self.store_threads.or(file.store_threads),
             metrics_listen: self.metrics_listen.or(file.metrics_listen),
             rate_limit: self.rate_limit.or(file.rate_limit),
             session_idle_seconds: self.session_idle_seconds.or(file.session_idle_seconds),
@@ -235,6 +241,7 @@ impl Options {
             max_in_flight: self.max_in_flight.unwrap_or(4096),
             rate_limit: self.rate_limit.unwrap_or(5000),
             metrics_listen: self.metrics_listen,
+            store_threads: self.store_threads.unwrap_or(512),
         };
         config.validate()?;
         Ok(config)
@@ -268,6 +275,9 @@ impl Config {
         if self.max_in_flight == 0 {
             return Err(ConfigError("--max-in-flight must be positive".to_owned()));
         }
+        if self.store_threads == 0 {
+            return Err(ConfigError("--store-threads must be positive".to_owned()));
+        }
         if self.receipt_retention < Duration::from_secs(24 * 3600) {
             return Err(ConfigError("--receipt-hours must be at least 24".to_owned()));
         }
@@ -285,7 +295,8 @@ impl Config {
         format!(
             "listen = \"{}\"\ndata-dir = \"{}\"\nworker = {:?}\nworker-refresh-seconds = {}\ndev = {}\ntokens = {:?}\ndurability = \"{:?}\"\n\
              log-format = \"{:?}\"\nmax-text-bytes = {}\nmax-file-bytes = {}\nmax-message-bytes = {}\n\
-             default-quota-bytes = {}\ndefault-quota-files = {}\nmin-free-bytes = {}\nstore-cache-bytes = {}\ndrain-seconds = {}\n\
+             default-quota-bytes = {}\ndefault-quota-files = {}\nmin-free-bytes = {}\nstore-cache-bytes = {}\nstore-threads = {}\n\
+             drain-seconds = {}\n\
              request-timeout-seconds = {}\n\
              session-capacity = {}\nsession-idle-seconds = {}\ngrep-concurrency = {}\ngrep-queue = {}\n\
              grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\nmax-in-flight = {}\nrate-limit = {}\nmetrics-listen = {:?}\n",
@@ -304,6 +315,7 @@ impl Config {
             self.limits.default_quota.max_files,
             self.limits.min_free_bytes,
             self.limits.cache_bytes,
+            self.store_threads,
             self.drain.as_secs(),
             self.request_timeout.as_secs(),
             self.session_capacity,
@@ -352,6 +364,13 @@ mod tests {
         assert_eq!(config.data_dir, PathBuf::from("/from/flag"));
         assert_eq!(config.limits.max_text_bytes, 1024);
         assert!(config.dev);
+    }
+
+    #[test]
+    fn store_threads_are_bounded_and_positive() {
+        assert_eq!(parse(&["--dev"]).unwrap().store_threads, 512);
+        assert_eq!(parse(&["--dev", "--store-threads", "8"]).unwrap().store_threads, 8);
+        assert!(parse(&["--dev", "--store-threads", "0"]).unwrap_err().0.contains("--store-threads"));
     }
 
     #[test]

@@ -40,7 +40,12 @@ fn main() -> ExitCode {
         Ok(store) => store,
         Err(error) => return fail(1, &error),
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    // Store calls run on the runtime's blocking threads: the pool grows to
+    // the most calls that ever waited at once and keeps its threads while
+    // the load goes on, so it is bounded.
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(config.store_threads).build();
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(error) => return fail(1, &format!("cannot start the runtime: {error}")),
     };

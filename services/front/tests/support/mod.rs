@@ -188,21 +188,27 @@ impl Stack {
         Self::start_binaries(&front, &worker_binary(), front_args).await
     }
 
-    /// A stack with extra front flags and worker environment variables.
-    pub async fn start_configured(front_args: &[&str], worker_env: &[(&str, &str)]) -> Stack {
+    /// A stack with extra front flags and environment variables for each
+    /// process.
+    pub async fn start_configured(
+        front_args: &[&str],
+        front_env: &[(&str, &str)],
+        worker_env: &[(&str, &str)],
+    ) -> Stack {
         let front = PathBuf::from(env!("CARGO_BIN_EXE_agentvfs-front"));
-        Self::start_with(&front, &worker_binary(), front_args, worker_env).await
+        Self::start_with(&front, &worker_binary(), front_args, front_env, worker_env).await
     }
 
     /// A stack of the given front and worker binaries.
     pub async fn start_binaries(front_binary: &Path, worker_binary: &Path, front_args: &[&str]) -> Stack {
-        Self::start_with(front_binary, worker_binary, front_args, &[]).await
+        Self::start_with(front_binary, worker_binary, front_args, &[], &[]).await
     }
 
     async fn start_with(
         front_binary: &Path,
         worker_binary: &Path,
         front_args: &[&str],
+        front_env: &[(&str, &str)],
         worker_env: &[(&str, &str)],
     ) -> Stack {
         let temp = tempfile::tempdir().expect("temp dir");
@@ -214,7 +220,7 @@ impl Stack {
         args.extend_from_slice(front_args);
         let data_dir = temp.path().join("data");
         let extra_args = args.iter().map(|s| s.to_string()).collect();
-        let mut front = Front::spawn_binary(front_binary, &data_dir, &front_addr, extra_args, &[]).await;
+        let mut front = Front::spawn_binary(front_binary, &data_dir, &front_addr, extra_args, front_env).await;
         front._temp = Some(temp);
         Stack { front, worker }
     }

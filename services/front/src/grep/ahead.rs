@@ -3,10 +3,14 @@
 //!
 //! A client following page tokens asks for the pages of a search one after
 //! another, so a page's round trip is time the worker could spend on the next
-//! one. When a page stops on its file or byte budget (so the next page starts
-//! where this one's files ended, whatever the client does), the front starts
-//! that next page at once and keeps the result, keyed by the exact request
-//! that will ask for it. The request that asks takes it; nothing else can.
+//! one. When a page's walk stops on its file or byte budget (so the next page
+//! starts where this one's files end, whatever the client does), the front
+//! starts that next page at once, beside this one, and keeps the result,
+//! keyed by the exact request that will ask for it; a page run ahead does the
+//! same for the page after it, up to two pages ahead of the client. The
+//! request that asks takes it; nothing else can. When the worker stops a page
+//! sooner (on entries or output), the page run ahead is for a token that is
+//! never handed out, and expires unused.
 //!
 //! A read-ahead is best effort and never changes an answer:
 //! - it reads the same pinned snapshot the request would, and the request is

@@ -107,7 +107,7 @@ pub async fn page(
             return Ok(response);
         }
     }
-    let (response, end) = run(front, target, query, request, deadline, request_id, Priority::Request, false).await?;
+    let (response, end) = run(front, target, query, request, deadline, request_id, Priority::Request, false, 0).await?;
     if end.on_budget {
         read_ahead(front, target, query, request, &response, end);
     }
@@ -124,25 +124,47 @@ fn read_ahead(
     response: &pb::GrepResponse,
     end: PageEnd,
 ) {
-    if response.complete || !front.workers.has_spare() {
+    if response.complete {
         return;
     }
     let next = pb::GrepRequest { page_token: response.next_page_token.clone(), ..request.clone() };
+    start_ahead(front, target, query, next, end.fetched, 1);
+}
+
+/// How many pages ahead of the one a client asked for may run at once.
+const MAX_AHEAD: u8 = 2;
+
+/// Runs `next` in the background for the request that will ask for it,
+/// `depth` pages ahead of the page a client asked for, when a worker slot
+/// is spare.
+fn start_ahead(
+    front: &Arc<Front>,
+    target: &Target,
+    query: &GrepQuery,
+    next: pb::GrepRequest,
+    prefetch: bool,
+    depth: u8,
+) {
+    if depth > MAX_AHEAD || !front.workers.has_spare() {
+        return;
+    }
     let key = ahead::Key::new(&target.space.id.to_string(), target.path.as_str(), &next);
     let Some(sender) = front.read_ahead.reserve(key) else { return };
     let (front, target, query) = (front.clone(), target.clone(), query.clone());
     tokio::spawn(async move {
-        let result = run(&front, &target, &query, &next, None, None, Priority::ReadAhead, end.fetched).await;
+        let mode = Priority::ReadAhead;
+        let result = run(&front, &target, &query, &next, None, None, mode, prefetch, depth).await;
         let _ = sender.send(result);
     });
 }
 
-/// Runs one page and tells how it ended. With `prefetch`, the job also
-/// names the content the next page will most likely scan, for the worker to
-/// fetch in the background.
+/// Runs one page, `depth` pages ahead of the one a client asked for, and
+/// tells how it ended. With `prefetch`, the job also names the content the
+/// next page will most likely scan, for the worker to fetch in the
+/// background.
 #[allow(clippy::too_many_arguments)]
 async fn run(
-    front: &Front,
+    front: &Arc<Front>,
     target: &Target,
     query: &GrepQuery,
     request: &pb::GrepRequest,
@@ -150,6 +172,7 @@ async fn run(
     request_id: Option<&str>,
     priority: Priority,
     prefetch: bool,
+    depth: u8,
 ) -> Result<(pb::GrepResponse, PageEnd)> {
     let started = Instant::now();
     let (store, workers, budget) = (&front.store, &front.workers, front.grep_budget);
@@ -188,6 +211,19 @@ async fn run(
             selection
         }
     };
+    // A walk that stopped on its budget fixes where the next page starts,
+    // whatever the worker finds, unless the worker stops sooner (on entries
+    // or output) or part of `offset` is still to skip: start that page now,
+    // beside this one. Its token is the one this page will hand out if it
+    // ends on its budget; if it does not, nothing ever asks for it.
+    if let Some(next) = &selection.next
+        && cursor.skip == 0
+    {
+        let token =
+            PageToken { fingerprint: bound, revision: cursor.revision, after: next.clone(), position: 0, line: 0 };
+        let next = pb::GrepRequest { page_token: token.encode(), ..request.clone() };
+        start_ahead(front, target, query, next, prefetch, depth + 1);
+    }
     let mut response = pb::GrepResponse { revision: cursor.revision, ..Default::default() };
     let mut stats = pb::GrepStats { files_visited: selection.visited, ..Default::default() };
     let mut resume: Option<(String, u64)> = selection.next.clone().map(|path| (path, 0));

@@ -26,6 +26,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .codec_path("crate::codec::ProtoCodec")
         // RPCs a server does not implement answer UNIMPLEMENTED.
         .generate_default_stubs(true)
+        // Content is sliced from the receive buffer rather than copied out of it.
+        .bytes(".agentvfs.v1.ContentChunk.data")
         .compile_fds(fds)?;
     Ok(())
 }

@@ -1,10 +1,11 @@
 //! Fetching content from the front by hash, through the cache.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
+use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::GetContentRequest;
 use agentvfs_proto::v1::content_store_client::ContentStoreClient;
+use prost::bytes::{Bytes, BytesMut};
 use tonic::transport::Channel;
 
 use crate::cache::ContentCache;
@@ -26,8 +27,6 @@ pub struct Fetcher {
     prefetching: Arc<tokio::sync::Mutex<()>>,
 }
 
-/// Content as received, before its hash is checked.
-type Received = Result<Vec<u8>, String>;
 /// Content checked against its hash, or why it cannot be used.
 type Checked = Result<Arc<[u8]>, String>;
 
@@ -65,16 +64,16 @@ impl Fetcher {
         });
     }
 
-    async fn fetch_missing(&self, hashes: Vec<String>) -> (Vec<Result<Arc<[u8]>, String>>, usize) {
-        let mut out: Vec<Option<Result<Arc<[u8]>, String>>> =
+    async fn fetch_missing(&self, hashes: Vec<String>) -> (Vec<Checked>, usize) {
+        let mut out: Vec<Option<Checked>> =
             self.cache.get_many(hashes.iter().map(String::as_str)).into_iter().map(|hit| hit.map(Ok)).collect();
         let missing: Vec<usize> = (0..hashes.len()).filter(|&i| out[i].is_none()).collect();
         for batch in missing.chunks(BATCH) {
             let wanted: Vec<String> = batch.iter().map(|&i| hashes[i].clone()).collect();
-            let received = self.fetch_batch(&wanted).await;
-            let checked = tokio::task::spawn_blocking(move || verify_all(wanted, received))
-                .await
-                .unwrap_or_else(|e| vec![Err(format!("content check failed: {e}")); batch.len()]);
+            let checked = match self.stream_batch(&wanted).await {
+                Ok(checked) => checked,
+                Err(error) => wanted.iter().map(|_| Err(error.clone())).collect(),
+            };
             for (&i, result) in batch.iter().zip(checked) {
                 if let Ok(content) = &result {
                     self.cache.insert(hashes[i].clone(), content.clone());
@@ -86,14 +85,10 @@ impl Fetcher {
         (fetched, missing.len())
     }
 
-    async fn fetch_batch(&self, hashes: &[String]) -> Vec<Received> {
-        match self.stream_batch(hashes).await {
-            Ok(results) => results,
-            Err(error) => hashes.iter().map(|_| Err(error.clone())).collect(),
-        }
-    }
-
-    async fn stream_batch(&self, hashes: &[String]) -> Result<Vec<Received>, String> {
+    /// Streams the content of `hashes` from the front. Each content is
+    /// checked against its hash on the scan pool as soon as it is whole,
+    /// while the rest is still arriving.
+    async fn stream_batch(&self, hashes: &[String]) -> Result<Vec<Checked>, String> {
         let mut request = tonic::Request::new(GetContentRequest { hashes: hashes.to_vec() });
         if let Some(token) = &self.token
             && let Ok(value) = format!("Bearer {token}").parse()
@@ -102,62 +97,153 @@ impl Fetcher {
         }
         let mut stream =
             self.client.clone().get_content(request).await.map_err(|s| s.message().to_owned())?.into_inner();
-        let mut results: Vec<Received> = vec![Err("the front sent nothing".to_owned()); hashes.len()];
-        while let Some(chunk) = stream.message().await.map_err(|s| s.message().to_owned())? {
-            let Some(slot) = results.get_mut(chunk.index as usize) else {
-                return Err("the front answered for a hash it was not asked for".to_owned());
-            };
-            if chunk.first {
-                *slot = if !chunk.error.is_empty() {
-                    Err(chunk.error)
-                } else if chunk.size > MAX_CONTENT_BYTES {
-                    Err("content is larger than the worker accepts".to_owned())
-                } else if chunk.data.len() as u64 == chunk.size {
-                    // The whole content in one message: kept as received.
-                    Ok(chunk.data)
-                } else {
-                    let mut bytes = Vec::with_capacity(usize::try_from(chunk.size).unwrap_or(0));
-                    bytes.extend_from_slice(&chunk.data);
-                    Ok(bytes)
-                };
-            } else if let Ok(bytes) = slot {
-                bytes.extend_from_slice(&chunk.data);
+        let mut assembler = Assembler::new(hashes.len());
+        let mut checks = Vec::new();
+        while let Some(batch) = stream.message().await.map_err(|s| s.message().to_owned())? {
+            let mut whole = Vec::new();
+            for chunk in batch.chunks {
+                whole.extend(assembler.add(chunk)?);
+            }
+            if !whole.is_empty() {
+                checks.push(verify(hashes, whole));
+            }
+        }
+        let mut results: Vec<Checked> = assembler.finish();
+        for check in checks {
+            let checked = check.await.map_err(|_| "the content check stopped".to_owned())?;
+            for (i, result) in checked {
+                results[i] = result;
             }
         }
         Ok(results)
     }
 }
 
-/// Checks received content against its hash (content is addressed by hash,
-/// so it is checked before it is cached for good), spreading the files over
-/// every core.
-fn verify_all(hashes: Vec<String>, received: Vec<Received>) -> Vec<Checked> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(received.len()).max(1);
-    let next = AtomicUsize::new(0);
-    let mut out: Vec<Checked> = vec![Err("not checked".to_owned()); received.len()];
-    let done: Vec<Vec<(usize, Checked)>> = std::thread::scope(|scope| {
-        let checkers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let (Some(hash), Some(result)) = (hashes.get(i), received.get(i)) else { break };
-                        let checked = match result {
-                            Ok(bytes) if blake3::hash(bytes).to_hex().as_str() == hash => Ok(Arc::from(&bytes[..])),
-                            Ok(_) => Err("content from the front does not match its hash".to_owned()),
-                            Err(error) => Err(error.clone()),
-                        };
-                        done.push((i, checked));
-                    }
-                    done
-                })
+/// Puts content back together from the chunks of a stream.
+#[derive(Debug)]
+struct Assembler {
+    /// What each index received: set once its content is whole or failed.
+    results: Vec<Checked>,
+    /// The content being received: its index, size and bytes so far.
+    partial: Option<(usize, u64, BytesMut)>,
+}
+
+impl Assembler {
+    fn new(len: usize) -> Self {
+        Self { results: vec![Err("the front sent nothing".to_owned()); len], partial: None }
+    }
+
+    /// Takes one chunk; returns the content it completes, if any.
+    fn add(&mut self, chunk: pb::ContentChunk) -> Result<Option<(usize, Bytes)>, String> {
+        let index = chunk.index as usize;
+        if index >= self.results.len() {
+            return Err("the front answered for a hash it was not asked for".to_owned());
+        }
+        if chunk.first {
+            self.partial = None;
+            if !chunk.error.is_empty() {
+                self.results[index] = Err(chunk.error);
+                return Ok(None);
+            }
+            if chunk.size > MAX_CONTENT_BYTES {
+                self.results[index] = Err("content is larger than the worker accepts".to_owned());
+                return Ok(None);
+            }
+            if chunk.data.len() as u64 == chunk.size {
+                // The whole content in one chunk: kept as received.
+                return Ok(Some((index, chunk.data)));
+            }
+            let mut bytes = BytesMut::with_capacity(usize::try_from(chunk.size).unwrap_or(0));
+            bytes.extend_from_slice(&chunk.data);
+            self.results[index] = Err("the content arrived incomplete".to_owned());
+            self.partial = Some((index, chunk.size, bytes));
+            return Ok(None);
+        }
+        let Some((current, size, bytes)) = &mut self.partial else { return Ok(None) };
+        if *current != index || bytes.len() as u64 + chunk.data.len() as u64 > *size {
+            self.partial = None;
+            return Ok(None);
+        }
+        bytes.extend_from_slice(&chunk.data);
+        if bytes.len() as u64 == *size {
+            let (index, _, bytes) = self.partial.take().expect("partial content is present");
+            return Ok(Some((index, bytes.freeze())));
+        }
+        Ok(None)
+    }
+
+    /// What each index received, contents not yet checked left as errors.
+    fn finish(self) -> Vec<Checked> {
+        self.results
+    }
+}
+
+/// Checks whole contents against their hashes on the scan pool (content is
+/// addressed by hash, so it is checked before it is cached for good), and
+/// copies each into memory of its own: a received content is a slice of a
+/// larger message, which the cache must not keep alive.
+fn verify(hashes: &[String], whole: Vec<(usize, Bytes)>) -> tokio::sync::oneshot::Receiver<Vec<(usize, Checked)>> {
+    let expected: Vec<String> = whole.iter().map(|(i, _)| hashes[*i].clone()).collect();
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    rayon::spawn(move || {
+        let checked = whole
+            .into_iter()
+            .zip(expected)
+            .map(|((i, bytes), hash)| {
+                let result = if blake3::hash(&bytes).to_hex().as_str() == hash {
+                    Ok(Arc::from(&bytes[..]))
+                } else {
+                    Err("content from the front does not match its hash".to_owned())
+                };
+                (i, result)
             })
             .collect();
-        checkers.into_iter().map(|c| c.join().unwrap_or_default()).collect()
+        let _ = sender.send(checked);
     });
-    for (i, checked) in done.into_iter().flatten() {
-        out[i] = checked;
+    receiver
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(index: u32, first: bool, size: u64, data: &'static [u8]) -> pb::ContentChunk {
+        pb::ContentChunk { index, first, size, data: Bytes::from_static(data), error: String::new() }
     }
-    out
+
+    #[test]
+    fn contents_are_put_back_together_from_their_chunks() {
+        let mut assembler = Assembler::new(3);
+        assert_eq!(assembler.add(chunk(0, true, 3, b"abc")), Ok(Some((0, Bytes::from_static(b"abc")))));
+        assert_eq!(assembler.add(chunk(1, true, 5, b"de")), Ok(None));
+        assert_eq!(assembler.add(chunk(1, false, 0, b"fgh")), Ok(Some((1, Bytes::from_static(b"defgh")))));
+        let failed = pb::ContentChunk { index: 2, first: true, error: "gone".into(), ..Default::default() };
+        assert_eq!(assembler.add(failed), Ok(None));
+        assert_eq!(assembler.finish()[2], Err("gone".to_owned()));
+    }
+
+    #[test]
+    fn a_content_that_stops_short_or_runs_over_is_not_used() {
+        let mut assembler = Assembler::new(3);
+        assert_eq!(assembler.add(chunk(0, true, 4, b"ab")), Ok(None));
+        // The next content begins before the first is whole.
+        assert_eq!(assembler.add(chunk(1, true, 4, b"ab")), Ok(None));
+        assert_eq!(assembler.add(chunk(1, false, 0, b"cde")), Ok(None));
+        assert_eq!(assembler.add(chunk(1, false, 0, b"cd")), Ok(None), "nothing more is taken for it");
+        assert_eq!(
+            assembler.add(chunk(7, true, 1, b"x")),
+            Err("the front answered for a hash it was not asked for".into())
+        );
+        let results = assembler.finish();
+        assert!(results[0].is_err() && results[1].is_err() && results[2].is_err());
+    }
+
+    #[tokio::test]
+    async fn contents_that_do_not_match_their_hash_are_refused() {
+        let hashes = vec![blake3::hash(b"right").to_hex().to_string(), blake3::hash(b"other").to_hex().to_string()];
+        let whole = vec![(0, Bytes::from_static(b"right")), (1, Bytes::from_static(b"wrong"))];
+        let checked = verify(&hashes, whole).await.unwrap();
+        assert_eq!(checked[0], (0, Ok(Arc::from(&b"right"[..]))));
+        assert_eq!(checked[1], (1, Err("content from the front does not match its hash".to_owned())));
+    }
 }

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::scan::{FileScan, Hit, Mode, Query, scan};
+use rayon::prelude::*;
+
+use crate::scan::{FileScan, Hit, Mode, Query};
 
 /// One file of a job, its content already fetched (or why it could not be).
 #[derive(Debug, Clone)]
@@ -52,30 +54,28 @@ pub fn run(query: &Query, files: &[JobFile], bounds: Bounds) -> JobResult {
 }
 
 fn scan_all(query: &Query, files: &[JobFile], resume: u64, limit: usize) -> Vec<Option<FileScan>> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len()).max(1);
+    let threads = rayon::current_num_threads().min(files.len()).max(1);
     let next = AtomicUsize::new(0);
     let mut results: Vec<Option<FileScan>> = vec![None; files.len()];
-    let chunks: Vec<Vec<(usize, FileScan)>> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut searcher = query.searcher();
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(file) = files.get(i) else { break };
-                        if let Ok(content) = &file.content {
-                            let resume = if i == 0 { resume } else { 0 };
-                            done.push((i, scan(query, &mut searcher, content, resume, limit)));
-                        }
-                    }
-                    done
-                })
-            })
-            .collect();
-        workers.into_iter().map(|w| w.join().unwrap_or_default()).collect()
-    });
-    for (i, scanned) in chunks.into_iter().flatten() {
+    // One task per thread of the pool, each taking the next file in turn, so
+    // a page of a few large files and many small ones still spreads evenly.
+    let done: Vec<Vec<(usize, FileScan)>> = (0..threads)
+        .into_par_iter()
+        .map(|_| {
+            let mut scanner = query.scanner();
+            let mut done = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(file) = files.get(i) else { break };
+                if let Ok(content) = &file.content {
+                    let resume = if i == 0 { resume } else { 0 };
+                    done.push((i, scanner.scan(content, resume, limit)));
+                }
+            }
+            done
+        })
+        .collect();
+    for (i, scanned) in done.into_iter().flatten() {
         results[i] = Some(scanned);
     }
     results

@@ -8,7 +8,7 @@
 //! every core.
 //!
 //! ```
-//! use agentvfs_worker::scan::{Mode, Options, Query, scan};
+//! use agentvfs_worker::scan::{Mode, Options, Query};
 //!
 //! let options = Options {
 //!     fixed_strings: false,
@@ -19,7 +19,7 @@
 //!     after_context: 0,
 //! };
 //! let query = Query::new("todo", options).unwrap();
-//! let found = scan(&query, &mut query.searcher(), b"fn a() {}\n// TODO: b\n", 0, 10);
+//! let found = query.scanner().scan(b"fn a() {}\n// TODO: b\n", 0, 10);
 //! assert_eq!(found.hits[0].line.number, 2);
 //! ```
 

@@ -60,7 +60,7 @@ mod tests {
         let exact = cache.get("ab", options).unwrap();
         let insensitive = cache.get("ab", Options { case_insensitive: true, ..options }).unwrap();
         let text = b"AB\nab\n";
-        let count = |q: &Query| crate::scan::scan(q, &mut q.searcher(), text, 0, 0).count;
+        let count = |q: &Query| q.scanner().scan(text, 0, 0).count;
         assert_eq!((count(&exact), count(&insensitive)), (1, 2));
         assert_eq!(count(&cache.get("ab", options).unwrap()), 1);
         assert!(cache.get("(a", options).is_err());

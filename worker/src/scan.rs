@@ -80,14 +80,55 @@ impl Query {
         self.mode
     }
 
-    pub fn searcher(&self) -> Searcher {
-        SearcherBuilder::new()
-            .line_number(true)
-            .multi_line(self.multiline)
-            .before_context(self.before)
-            .after_context(self.after)
-            .binary_detection(BinaryDetection::none())
-            .build()
+    /// A scanner for one thread.
+    pub fn scanner(&self) -> Scanner<'_> {
+        let searcher = |line_numbers: bool| {
+            SearcherBuilder::new()
+                .line_number(line_numbers)
+                .multi_line(self.multiline)
+                .before_context(self.before)
+                .after_context(self.after)
+                .binary_detection(BinaryDetection::none())
+                .build()
+        };
+        Scanner { query: self, matcher: self.matcher.clone(), numbered: searcher(true), plain: searcher(false) }
+    }
+}
+
+/// What one thread scans with. The matcher is the thread's own clone, so
+/// its regex caches are its own instead of being taken from a pool shared
+/// by every thread at each search.
+#[derive(Debug)]
+pub struct Scanner<'q> {
+    query: &'q Query,
+    matcher: RegexMatcher,
+    /// Counts lines: for CONTENT mode and for resuming inside a file.
+    numbered: Searcher,
+    /// Does not: counting newlines is most of the work of a COUNT scan
+    /// with many matches.
+    plain: Searcher,
+}
+
+impl Scanner<'_> {
+    /// Scans `content`, ignoring matches on lines up to `resume_after_line`,
+    /// keeping at most `limit` hits (CONTENT mode).
+    pub fn scan(&mut self, content: &[u8], resume_after_line: u64, limit: usize) -> FileScan {
+        let query = self.query;
+        let mut sink = Collect {
+            query,
+            matcher: &self.matcher,
+            resume: resume_after_line,
+            limit,
+            out: FileScan::default(),
+            before: Vec::new(),
+        };
+        let searcher =
+            if query.mode == Mode::Content || resume_after_line > 0 { &mut self.numbered } else { &mut self.plain };
+        // The sink never fails and a slice search does no I/O.
+        if let Err(error) = searcher.search_slice(&self.matcher, content, &mut sink) {
+            tracing::warn!(%error, "scan stopped early");
+        }
+        sink.out
     }
 }
 
@@ -122,19 +163,9 @@ pub struct FileScan {
     pub stopped: bool,
 }
 
-/// Scans `content`, ignoring matches on lines up to `resume_after_line`,
-/// keeping at most `limit` hits (CONTENT mode).
-pub fn scan(query: &Query, searcher: &mut Searcher, content: &[u8], resume_after_line: u64, limit: usize) -> FileScan {
-    let mut sink = Collect { query, resume: resume_after_line, limit, out: FileScan::default(), before: Vec::new() };
-    // The sink never fails and a slice search does no I/O.
-    if let Err(error) = searcher.search_slice(&query.matcher, content, &mut sink) {
-        tracing::warn!(%error, "scan stopped early");
-    }
-    sink.out
-}
-
 struct Collect<'q> {
     query: &'q Query,
+    matcher: &'q RegexMatcher,
     resume: u64,
     limit: usize,
     out: FileScan,
@@ -147,7 +178,7 @@ impl Sink for Collect<'_> {
 
     fn matched(&mut self, _searcher: &Searcher, m: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
         let number = m.line_number().unwrap_or(0);
-        if number <= self.resume {
+        if self.resume > 0 && number <= self.resume {
             self.before.clear();
             return Ok(true);
         }
@@ -169,7 +200,7 @@ impl Sink for Collect<'_> {
         self.out.count += 1;
         let bytes = m.bytes();
         let mut submatches = Vec::new();
-        let _ = self.query.matcher.find_iter(bytes, |found| {
+        let _ = self.matcher.find_iter(bytes, |found| {
             if found.start() < found.end() || submatches.is_empty() {
                 submatches.push((utf16_offset(bytes, found.start()), utf16_offset(bytes, found.end())));
             }
@@ -188,7 +219,7 @@ impl Sink for Collect<'_> {
 
     fn context(&mut self, _searcher: &Searcher, context: &SinkContext<'_>) -> Result<bool, std::io::Error> {
         let number = context.line_number().unwrap_or(0);
-        if number <= self.resume || self.query.mode != Mode::Content {
+        if (self.resume > 0 && number <= self.resume) || self.query.mode != Mode::Content {
             return Ok(true);
         }
         let line = line(number, context.bytes());

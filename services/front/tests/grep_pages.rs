@@ -12,7 +12,7 @@ mod support;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agentvfs_proto::v1 as pb;
-use agentvfs_worker::scan::{Mode, Options, Query, scan};
+use agentvfs_worker::scan::{Mode, Options, Query};
 use proptest::prelude::*;
 use support::{Stack, write_bytes};
 
@@ -85,7 +85,7 @@ fn reference(case: &Case) -> Vec<Row> {
         if body.contains(&0) {
             continue;
         }
-        let found = scan(&query, &mut query.searcher(), body, 0, usize::MAX);
+        let found = query.scanner().scan(body, 0, usize::MAX);
         match mode {
             Mode::Content => {
                 rows.extend(found.hits.into_iter().map(|h| (path.clone(), h.line.number, h.column, h.line.text)))

@@ -13,7 +13,7 @@ fn query(pattern: &str, mode: Mode, before: usize, after: usize) -> Query {
 }
 
 fn run(q: &Query, text: &str, resume: u64, limit: usize) -> FileScan {
-    scan(q, &mut q.searcher(), text.as_bytes(), resume, limit)
+    q.scanner().scan(text.as_bytes(), resume, limit)
 }
 
 #[test]

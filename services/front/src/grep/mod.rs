@@ -50,7 +50,9 @@ struct Cursor {
 /// A page of files resolved from the snapshot.
 #[derive(Debug)]
 pub struct Selection {
-    files: Vec<(SpacePath, Entry)>,
+    /// The files to scan, as the job names them (built once, reused by
+    /// every page that takes this selection).
+    files: Vec<pb::GrepFileRef>,
     skipped: Vec<pb::SkippedFile>,
     /// The first file not visited, when the walk stopped early.
     next: Option<String>,
@@ -62,8 +64,11 @@ pub struct Selection {
 impl Selection {
     /// Memory it holds, roughly.
     fn approximate_bytes(&self) -> usize {
-        let files: usize =
-            self.files.iter().map(|(path, _)| path.as_str().len() + size_of::<(SpacePath, Entry)>()).sum();
+        let files: usize = self
+            .files
+            .iter()
+            .map(|f| f.path.len() + f.node_id.len() + f.hash.len() + size_of::<pb::GrepFileRef>())
+            .sum();
         let skipped: usize = self.skipped.iter().map(|s| s.path.len() + s.reason.len() + 64).sum();
         files + skipped + self.prefetch.len() * 88 + size_of::<Self>()
     }
@@ -239,18 +244,8 @@ async fn run(
             output_mode: query.mode as i32,
             before_context: query.before,
             after_context: query.after,
-            files: selection
-                .files
-                .iter()
-                .map(|(path, entry)| pb::GrepFileRef {
-                    path: path.to_string(),
-                    node_id: entry.node.to_string(),
-                    version: entry.version,
-                    hash: entry.hash.to_hex(),
-                    size: entry.size,
-                })
-                .collect(),
-            resume_after_line: if selection.files[0].0.as_str() == cursor.from.as_deref().unwrap_or("") {
+            files: selection.files.clone(),
+            resume_after_line: if selection.files[0].path == cursor.from.as_deref().unwrap_or("") {
                 cursor.line
             } else {
                 0
@@ -266,7 +261,7 @@ async fn run(
         skip_left = cursor.skip.saturating_sub(result.entries_skipped);
         let done = result.files_done as usize;
         if done < selection.files.len() {
-            resume = Some((selection.files[done].0.to_string(), result.stopped_after_line));
+            resume = Some((selection.files[done].path.clone(), result.stopped_after_line));
             end.on_budget = false;
         }
         response.skipped.extend(result.skipped);
@@ -354,7 +349,13 @@ fn select(
             }
             None => {
                 bytes += entry.size;
-                selection.files.push((path, entry));
+                selection.files.push(pb::GrepFileRef {
+                    path: path.to_string(),
+                    node_id: entry.node.to_string(),
+                    version: entry.version,
+                    hash: entry.hash.to_hex(),
+                    size: entry.size,
+                });
             }
         }
     }
@@ -376,14 +377,9 @@ fn select(
 }
 
 /// Worker entries to response entries.
-fn convert(
-    query: &GrepQuery,
-    files: &[(SpacePath, Entry)],
-    entries: Vec<pb::GrepJobEntry>,
-    out: &mut pb::GrepResponse,
-) {
+fn convert(query: &GrepQuery, files: &[pb::GrepFileRef], entries: Vec<pb::GrepJobEntry>, out: &mut pb::GrepResponse) {
     for entry in entries {
-        let Some((path, file)) = files.get(entry.file_index as usize) else { continue };
+        let Some(file) = files.get(entry.file_index as usize) else { continue };
         match query.mode {
             pb::GrepOutputMode::Content => {
                 let line_number = |n: u64| if query.line_numbers { n } else { 0 };
@@ -394,10 +390,10 @@ fn convert(
                         .collect()
                 };
                 out.matches.push(pb::GrepMatch {
-                    path: path.to_string(),
-                    node_id: file.node.to_string(),
+                    path: file.path.clone(),
+                    node_id: file.node_id.clone(),
                     version: file.version,
-                    hash: file.hash.to_hex(),
+                    hash: file.hash.clone(),
                     line_number: line_number(entry.line_number),
                     column: entry.column,
                     line: entry.line,
@@ -408,10 +404,10 @@ fn convert(
                 });
             }
             pb::GrepOutputMode::FilesWithMatches | pb::GrepOutputMode::Count => out.files.push(pb::GrepFile {
-                path: path.to_string(),
-                node_id: file.node.to_string(),
+                path: file.path.clone(),
+                node_id: file.node_id.clone(),
                 version: file.version,
-                hash: file.hash.to_hex(),
+                hash: file.hash.clone(),
                 count: entry.count,
             }),
         }

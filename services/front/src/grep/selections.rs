@@ -98,19 +98,15 @@ mod tests {
     use super::*;
 
     fn selection(files: usize) -> Arc<Selection> {
-        let entry = crate::store::Entry {
-            node: crate::ids::NodeId::generate(),
-            kind: crate::store::records::Kind::File,
-            version: 1,
-            size: 1,
-            hash: crate::store::Hash::of(b"x"),
-            is_text: true,
-            modified_ms: 0,
-            revision: 1,
-            system: false,
-            user_modified: false,
-        };
-        let files = (0..files).map(|i| (SpacePath::parse(&format!("/f{i}")).unwrap(), entry.clone())).collect();
+        let files = (0..files)
+            .map(|i| agentvfs_proto::v1::GrepFileRef {
+                path: format!("/f{i}"),
+                node_id: crate::ids::NodeId::generate().to_string(),
+                version: 1,
+                hash: crate::store::Hash::of(b"x").to_hex(),
+                size: 1,
+            })
+            .collect();
         Arc::new(Selection { files, skipped: Vec::new(), next: None, visited: 0, prefetch: Vec::new() })
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::content_store_server::ContentStore;
+use prost::bytes::Bytes;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::codegen::BoxStream;
@@ -18,8 +19,8 @@ use super::Front;
 use crate::error::{Error, Reason};
 use crate::store::Hash;
 
-/// Bytes per `GetContent` message.
-const CHUNK: usize = 1 << 20;
+/// Content bytes per `GetContent` message, about (a stored chunk is never split).
+const BATCH_BYTES: usize = 1 << 20;
 /// Hashes one call may ask for.
 const MAX_HASHES: usize = 1_000;
 /// Content read ahead of the response stream, at most: enough for the
@@ -46,7 +47,7 @@ impl ContentStore for ContentService {
     async fn get_content(
         &self,
         request: Request<pb::GetContentRequest>,
-    ) -> Result<Response<BoxStream<pb::ContentChunk>>, Status> {
+    ) -> Result<Response<BoxStream<pb::ContentBatch>>, Status> {
         // Internal traffic: authenticated, but not subject to call admission.
         let caller = self.front.auth.authenticate(request.metadata())?;
         if !caller.admin {
@@ -65,35 +66,76 @@ impl ContentStore for ContentService {
         // Read on the blocking pool, a file at a time, so memory stays bounded
         // by what is buffered whatever the batch holds.
         tokio::task::spawn_blocking(move || {
+            let mut batch = Batch::default();
             for (index, hash) in hashes.iter().enumerate() {
                 let index = u32::try_from(index).unwrap_or(u32::MAX);
                 let content = match Hash::from_hex(hash) {
                     // The worker hashes what it receives, so the front need not.
-                    Some(hash) => match store.content_unverified(hash) {
-                        Ok(Some(bytes)) => Ok(bytes),
+                    Some(hash) => match store.content_chunks_unverified(hash) {
+                        Ok(Some(chunks)) => Ok(chunks),
                         Ok(None) => Err("no content has this hash".to_owned()),
                         Err(error) => Err(error.to_string()),
                     },
                     None => Err("not a BLAKE3 hex hash".to_owned()),
                 };
-                let messages = match content {
-                    Ok(bytes) => chunks(index, bytes),
+                let pieces = match content {
+                    Ok(chunks) => pieces(index, chunks),
                     Err(error) => vec![pb::ContentChunk { index, first: true, error, ..Default::default() }],
                 };
-                for message in messages {
-                    if !buffered.reserve(message.data.len(), &sender) || sender.blocking_send(Ok(message)).is_err() {
+                for piece in pieces {
+                    if let Some(full) = batch.add(piece)
+                        && !send(&buffered, &sender, full)
+                    {
                         return;
                     }
                 }
             }
+            if let Some(last) = batch.take() {
+                send(&buffered, &sender, last);
+            }
         });
         let stream = ReceiverStream::new(receiver).map(move |message| {
             if let Ok(message) = &message {
-                taken.release(message.data.len());
+                taken.release(batch_bytes(message));
             }
             message
         });
         Ok(Response::new(Box::pin(stream)))
+    }
+}
+
+/// Waits for room, then queues `batch`; false when the stream was dropped.
+fn send(buffered: &Buffered, sender: &Sender, batch: pb::ContentBatch) -> bool {
+    buffered.reserve(batch_bytes(&batch), sender) && sender.blocking_send(Ok(batch)).is_ok()
+}
+
+type Sender = tokio::sync::mpsc::Sender<Result<pb::ContentBatch, Status>>;
+
+/// Content bytes a batch carries.
+fn batch_bytes(batch: &pb::ContentBatch) -> usize {
+    batch.chunks.iter().map(|c| c.data.len()).sum()
+}
+
+/// The message being filled.
+#[derive(Debug, Default)]
+struct Batch {
+    chunks: Vec<pb::ContentChunk>,
+    bytes: usize,
+}
+
+impl Batch {
+    /// Adds `chunk`; returns the batch to send when it went over its size.
+    fn add(&mut self, chunk: pb::ContentChunk) -> Option<pb::ContentBatch> {
+        let full = (self.bytes > 0 && self.bytes + chunk.data.len() > BATCH_BYTES).then(|| self.take()).flatten();
+        self.bytes += chunk.data.len();
+        self.chunks.push(chunk);
+        full
+    }
+
+    fn take(&mut self) -> Option<pb::ContentBatch> {
+        self.bytes = 0;
+        let chunks = std::mem::take(&mut self.chunks);
+        (!chunks.is_empty()).then_some(pb::ContentBatch { chunks })
     }
 }
 
@@ -128,16 +170,19 @@ impl Buffered {
     }
 }
 
-/// The messages carrying one content; content that fits one message is
-/// moved into it, not copied.
-fn chunks(index: u32, bytes: Vec<u8>) -> Vec<pb::ContentChunk> {
-    let size = bytes.len() as u64;
-    let mut out: Vec<pb::ContentChunk> = if bytes.len() <= CHUNK {
-        vec![pb::ContentChunk { index, data: bytes, ..Default::default() }]
-    } else {
-        bytes.chunks(CHUNK).map(|c| pb::ContentChunk { index, data: c.to_vec(), ..Default::default() }).collect()
-    };
-    out[0].first = true;
-    out[0].size = size;
+/// The pieces of one content: one per stored chunk, sent without copying.
+fn pieces(index: u32, chunks: Vec<sled::IVec>) -> Vec<pb::ContentChunk> {
+    let size = chunks.iter().map(|c| c.len() as u64).sum();
+    let mut out: Vec<pb::ContentChunk> = chunks
+        .into_iter()
+        .map(|chunk| pb::ContentChunk { index, data: Bytes::from_owner(chunk), ..Default::default() })
+        .collect();
+    match out.first_mut() {
+        Some(first) => {
+            first.first = true;
+            first.size = size;
+        }
+        None => out.push(pb::ContentChunk { index, first: true, ..Default::default() }),
+    }
     out
 }

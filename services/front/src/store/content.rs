@@ -76,33 +76,39 @@ pub fn read_unverified(tree: &sled::Tree, hash: Hash) -> Result<Vec<u8>> {
 }
 
 /// The content of `hash`, unverified, or `None` when nothing is stored
-/// under it. One range scan reads it all: the chunk keys sort before the
-/// metadata key, so the chunks come in order and the metadata that checks
-/// them last.
+/// under it.
 pub fn read_if_stored(tree: &sled::Tree, hash: Hash) -> Result<Option<Vec<u8>>> {
+    Ok(read_chunks_if_stored(tree, hash)?.map(|chunks| match <[sled::IVec; 1]>::try_from(chunks) {
+        Ok([only]) => only.to_vec(),
+        Err(chunks) => chunks.concat(),
+    }))
+}
+
+/// The stored chunks of `hash` in order, unverified and not copied, or
+/// `None` when nothing is stored under it. One range scan reads them all:
+/// the chunk keys sort before the metadata key, so the chunks come in
+/// order and the metadata that checks them last.
+pub fn read_chunks_if_stored(tree: &sled::Tree, hash: Hash) -> Result<Option<Vec<sled::IVec>>> {
     let meta_key = keys::blob_meta(&hash.0);
-    let mut bytes: Vec<u8> = Vec::new();
-    let mut chunks = 0u32;
+    let mut chunks: Vec<sled::IVec> = Vec::new();
+    let mut size = 0u64;
     for item in tree.range(keys::blob_chunk(&hash.0, 0)..=meta_key.clone()) {
         let (key, value) = item?;
         if *key == *meta_key {
             let meta: BlobMeta = decode(&value)?;
-            if meta.chunks != chunks || bytes.len() as u64 != meta.size {
+            if meta.chunks as usize != chunks.len() || size != meta.size {
                 return Err(damaged(hash));
             }
-            return Ok(Some(bytes));
+            return Ok(Some(chunks));
         }
-        if key.get(key.len().saturating_sub(4)..) != Some(&chunks.to_be_bytes()[..]) {
+        let index = u32::try_from(chunks.len()).map_err(|_| damaged(hash))?;
+        if key.get(key.len().saturating_sub(4)..) != Some(&index.to_be_bytes()[..]) {
             return Err(missing(hash));
         }
-        if chunks == 0 {
-            bytes = value.to_vec();
-        } else {
-            bytes.extend_from_slice(&value);
-        }
-        chunks += 1;
+        size += value.len() as u64;
+        chunks.push(value);
     }
-    if chunks == 0 { Ok(None) } else { Err(missing(hash)) }
+    if chunks.is_empty() { Ok(None) } else { Err(missing(hash)) }
 }
 
 fn damaged(hash: Hash) -> Error {

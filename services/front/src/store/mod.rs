@@ -368,6 +368,11 @@ impl Store {
         content::read_if_stored(&self.trees().content, hash)
     }
 
+    /// [`Store::content_unverified`] as the stored chunks, without copying them.
+    pub fn content_chunks_unverified(&self, hash: Hash) -> Result<Option<Vec<sled::IVec>>> {
+        content::read_chunks_if_stored(&self.trees().content, hash)
+    }
+
     /// One page of a snapshot walk; see [`ScanOptions`].
     pub fn scan(&self, space: SpaceId, options: &ScanOptions<'_>) -> Result<ScanPage> {
         snapshot::scan(&self.trees().history, space, options)

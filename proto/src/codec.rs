@@ -1,18 +1,19 @@
 //! The protobuf codec used by every generated client and server.
 //!
-//! It is prost's codec with one difference: a message that fails to decode
+//! It is prost's codec with two differences. A message that fails to decode
 //! (bad wire format, invalid UTF-8 in a `string` field) becomes
-//! `INVALID_ARGUMENT` with an `ErrorInfo` whose reason is `INVALID_ARGUMENT`.
+//! `INVALID_ARGUMENT` with an `ErrorInfo` whose reason is `INVALID_ARGUMENT`:
 //! tonic's default answers `INTERNAL`, which would tell a client that the
-//! server is at fault for what is a malformed request.
+//! server is at fault for what is a malformed request. And a message is
+//! encoded into room reserved for its whole length, where prost's encoder
+//! grows the buffer as it writes and copies a large message several times.
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
 
 use prost::Message;
-use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder};
+use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::{Code, Status};
-use tonic_prost::ProstEncoder;
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::ERROR_DOMAIN;
@@ -36,15 +37,36 @@ where
 {
     type Encode = T;
     type Decode = U;
-    type Encoder = ProstEncoder<T>;
+    type Encoder = ProtoEncoder<T>;
     type Decoder = ProtoDecoder<U>;
 
     fn encoder(&mut self) -> Self::Encoder {
-        ProstEncoder::new(BufferSettings::default())
+        ProtoEncoder { _pd: PhantomData }
     }
 
     fn decoder(&mut self) -> Self::Decoder {
         ProtoDecoder { _pd: PhantomData }
+    }
+}
+
+/// Encodes `T` into room reserved for all of it.
+#[derive(Debug, Clone)]
+pub struct ProtoEncoder<T> {
+    _pd: PhantomData<T>,
+}
+
+impl<T: Message> Encoder for ProtoEncoder<T> {
+    type Item = T;
+    type Error = Status;
+
+    fn encode(&mut self, item: T, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        buf.reserve(item.encoded_len());
+        item.encode_raw(buf);
+        Ok(())
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        BufferSettings::default()
     }
 }
 

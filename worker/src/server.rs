@@ -32,6 +32,10 @@ pub enum ServeError {
 /// per fetch (and twice that per connection).
 const CONTENT_WINDOW: u32 = 8 << 20;
 
+/// Largest HTTP/2 frame the front may send: a batch of content in a few
+/// frames rather than in 64 of HTTP/2's default 16 KiB.
+const CONTENT_FRAME: u32 = 1 << 20;
+
 /// Serves until `shutdown` resolves, then drains within `config.drain`.
 pub async fn serve(
     config: &Config,
@@ -50,6 +54,7 @@ pub async fn serve(
         .tcp_nodelay(true)
         .initial_stream_window_size(CONTENT_WINDOW)
         .initial_connection_window_size(2 * CONTENT_WINDOW)
+        .max_frame_size(CONTENT_FRAME)
         .connect_lazy();
     let cache = Arc::new(ContentCache::new(config.cache_bytes));
     let fetcher = Fetcher::new(front, cache.clone(), config.token.clone());

@@ -178,27 +178,63 @@ fn line_of(text: &str, at: usize) -> u64 {
 }
 
 /// The first place where `old_text` matches once whitespace, indentation,
-/// case or line endings are ignored.
+/// case or line endings are ignored: the line where that match begins.
+///
+/// Each check normalizes the whole text once, line by line, noting where
+/// each line begins in the normalized text, and searches it once, so the
+/// work is linear in the sizes of the text and of `old_text`.
 fn near_miss(text: &str, old_text: &str) -> Option<(u64, Difference)> {
-    type Normalize = fn(&str) -> String;
-    let checks: [(Difference, Normalize); 4] = [
-        (Difference::LineEndings, |s| s.replace("\r\n", "\n").replace('\r', "\n")),
-        (Difference::Indentation, |s| s.lines().map(str::trim_start).collect::<Vec<_>>().join("\n")),
-        (Difference::Whitespace, |s| s.split_whitespace().collect::<Vec<_>>().join(" ")),
-        (Difference::Case, |s| s.to_lowercase()),
+    /// Normalizes `old_text` as a whole.
+    type Whole = fn(&str) -> String;
+    /// Appends the normalized form of one line of the text (with its terminator).
+    type Line = fn(&str, &mut String);
+    let checks: [(Difference, Whole, Line); 4] = [
+        (
+            Difference::LineEndings,
+            |s| s.replace("\r\n", "\n").replace('\r', "\n"),
+            |line, out| {
+                out.push_str(&line.replace("\r\n", "\n").replace('\r', "\n"));
+            },
+        ),
+        (
+            Difference::Indentation,
+            |s| s.lines().map(str::trim_start).collect::<Vec<_>>().join("\n"),
+            |line, out| {
+                let content = line.strip_suffix('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
+                out.push_str(content.unwrap_or(line).trim_start());
+                if content.is_some() {
+                    out.push('\n');
+                }
+            },
+        ),
+        (
+            Difference::Whitespace,
+            |s| s.split_whitespace().collect::<Vec<_>>().join(" "),
+            |line, out| {
+                for word in line.split_whitespace() {
+                    if !out.is_empty() {
+                        out.push(' ');
+                    }
+                    out.push_str(word);
+                }
+            },
+        ),
+        (Difference::Case, str::to_lowercase, |line, out| out.push_str(&line.to_lowercase())),
     ];
-    let old_lines = old_text.lines().count().max(1);
-    let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    for (difference, normalize) in checks {
-        let wanted = normalize(old_text);
+    for (difference, whole, line) in checks {
+        let wanted = whole(old_text);
         if wanted.trim().is_empty() {
             continue;
         }
-        for start in 0..lines.len() {
-            let window = lines[start..(start + old_lines).min(lines.len())].concat();
-            if normalize(&window).contains(&wanted) {
-                return Some((start as u64 + 1, difference));
-            }
+        let mut normalized = String::with_capacity(text.len());
+        let mut starts = Vec::new();
+        for text_line in text.split_inclusive('\n') {
+            starts.push(normalized.len());
+            line(text_line, &mut normalized);
+        }
+        if let Some(at) = normalized.find(&wanted) {
+            // Lines that begin at or before the match; the last of them holds it.
+            return Some((starts.partition_point(|&start| start <= at) as u64, difference));
         }
     }
     None

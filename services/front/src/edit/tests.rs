@@ -109,3 +109,30 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_near_miss_is_found_across_lines_and_after_blank_ones() {
+    let file = "a\n\n  b c\nd\r\n";
+    let miss = |old: &str| match apply(file, &[replace(old, "x")]).unwrap_err().kind {
+        FailureKind::NoMatch { near_miss } => near_miss,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(miss("b  c"), Some((3, Difference::Whitespace)));
+    assert_eq!(miss("a b"), Some((1, Difference::Whitespace)), "a line break is whitespace too");
+    assert_eq!(miss(" b c\n  d"), Some((3, Difference::Indentation)));
+    assert_eq!(miss("B C"), Some((3, Difference::Case)));
+}
+
+/// A long `old_text` that matches nowhere in a long file: the near-miss
+/// search used to compare every window of lines with every check, work that
+/// grew with the product of the two sizes (the `edit` fuzz target found an
+/// input of 4 KB that took seconds).
+#[test]
+fn a_long_edit_that_matches_nowhere_in_a_long_file_fails_at_once() {
+    let file: String = (0..100_000).map(|i| format!("line {i}\n")).collect();
+    let old_text: String = (0..10_000).map(|i| format!("other {i}\n")).collect();
+    match apply(&file, &[replace(&old_text, "x")]).unwrap_err().kind {
+        FailureKind::NoMatch { near_miss } => assert_eq!(near_miss, None),
+        other => panic!("{other:?}"),
+    }
+}

@@ -57,10 +57,7 @@ fn lines_edits_check_the_current_text() {
 #[test]
 fn no_match_names_the_near_miss() {
     let file = "fn main() {\n    println!(\"Hi\");\n}\n";
-    let miss = |old: &str| match apply(file, &[replace(old, "x")]).unwrap_err().kind {
-        FailureKind::NoMatch { near_miss } => near_miss,
-        other => panic!("{other:?}"),
-    };
+    let miss = |old: &str| near_miss_of(file, old);
     assert_eq!(miss("println!(\"hi\");"), Some((2, Difference::Case)));
     assert_eq!(miss("println!( \"Hi\" );").map(|m| m.1), None);
     assert_eq!(miss("fn  main()  {"), Some((1, Difference::Whitespace)));
@@ -113,10 +110,7 @@ proptest! {
 #[test]
 fn a_near_miss_is_found_across_lines_and_after_blank_ones() {
     let file = "a\n\n  b c\nd\r\n";
-    let miss = |old: &str| match apply(file, &[replace(old, "x")]).unwrap_err().kind {
-        FailureKind::NoMatch { near_miss } => near_miss,
-        other => panic!("{other:?}"),
-    };
+    let miss = |old: &str| near_miss_of(file, old);
     assert_eq!(miss("b  c"), Some((3, Difference::Whitespace)));
     assert_eq!(miss("a b"), Some((1, Difference::Whitespace)), "a line break is whitespace too");
     assert_eq!(miss(" b c\n  d"), Some((3, Difference::Indentation)));
@@ -131,8 +125,13 @@ fn a_near_miss_is_found_across_lines_and_after_blank_ones() {
 fn a_long_edit_that_matches_nowhere_in_a_long_file_fails_at_once() {
     let file: String = (0..100_000).map(|i| format!("line {i}\n")).collect();
     let old_text: String = (0..10_000).map(|i| format!("other {i}\n")).collect();
-    match apply(&file, &[replace(&old_text, "x")]).unwrap_err().kind {
-        FailureKind::NoMatch { near_miss } => assert_eq!(near_miss, None),
+    assert_eq!(near_miss_of(&file, &old_text), None);
+}
+
+/// The near miss an edit replacing `old` reports; panics unless it fails to match.
+fn near_miss_of(file: &str, old: &str) -> Option<(u64, Difference)> {
+    match apply(file, &[replace(old, "x")]).unwrap_err().kind {
+        FailureKind::NoMatch { near_miss } => near_miss,
         other => panic!("{other:?}"),
     }
 }

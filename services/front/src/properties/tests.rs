@@ -176,3 +176,15 @@ fn fingerprints_of_tokens_differ_by_arguments() {
         PageToken { fingerprint: fingerprint(&["list", "/"]), revision: 1, after: "/a".into(), position: 0, line: 0 };
     check_page_token_fields(&token, fingerprint(&["list", "/b"]));
 }
+
+/// Found by the `glob` fuzz target: NFC puts combining marks in canonical
+/// order, so a literal pattern spelled in another order matches the path
+/// canonically equal to it (paths are NFC), not only its own spelling.
+#[test]
+fn a_literal_glob_matches_the_paths_canonically_equal_to_it() {
+    let (pattern, path) = ("\u{34c}\u{34c}\u{34d}\u{34d}", "/\u{34d}\u{34d}\u{34c}\u{34c}");
+    let glob = Glob::new(pattern).unwrap();
+    let path = SpacePath::parse(path).unwrap();
+    assert!(glob.matches(&SpacePath::root(), &path));
+    check_glob(pattern, &["/\u{34d}\u{34d}\u{34c}\u{34c}", "/\u{34c}\u{34c}\u{34d}\u{34d}", "/\u{34d}"]);
+}

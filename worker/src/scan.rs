@@ -104,8 +104,8 @@ pub struct Scanner<'q> {
     matcher: RegexMatcher,
     /// Counts lines: for CONTENT mode and for resuming inside a file.
     numbered: Searcher,
-    /// Does not: counting newlines is most of the work of a COUNT scan
-    /// with many matches.
+    /// Does not: counting newlines for every match is a large share of
+    /// a COUNT scan with many matches (about a tenth of its CPU time).
     plain: Searcher,
 }
 

@@ -85,30 +85,24 @@ pub fn read_if_stored(tree: &sled::Tree, hash: Hash) -> Result<Option<Vec<u8>>> 
 }
 
 /// The stored chunks of `hash` in order, unverified and not copied, or
-/// `None` when nothing is stored under it. One range scan reads them all:
-/// the chunk keys sort before the metadata key, so the chunks come in
-/// order and the metadata that checks them last.
+/// `None` when nothing is stored under it. Point reads, the metadata first:
+/// a range scan would clone a whole tree node for every content.
 pub fn read_chunks_if_stored(tree: &sled::Tree, hash: Hash) -> Result<Option<Vec<sled::IVec>>> {
-    let meta_key = keys::blob_meta(&hash.0);
-    let mut chunks: Vec<sled::IVec> = Vec::new();
+    let Some(raw) = tree.get(keys::blob_meta(&hash.0))? else {
+        return Ok(None);
+    };
+    let meta: BlobMeta = decode(&raw)?;
+    let mut chunks = Vec::new();
     let mut size = 0u64;
-    for item in tree.range(keys::blob_chunk(&hash.0, 0)..=meta_key.clone()) {
-        let (key, value) = item?;
-        if *key == *meta_key {
-            let meta: BlobMeta = decode(&value)?;
-            if meta.chunks as usize != chunks.len() || size != meta.size {
-                return Err(damaged(hash));
-            }
-            return Ok(Some(chunks));
-        }
-        let index = u32::try_from(chunks.len()).map_err(|_| damaged(hash))?;
-        if key.get(key.len().saturating_sub(4)..) != Some(&index.to_be_bytes()[..]) {
-            return Err(missing(hash));
-        }
-        size += value.len() as u64;
-        chunks.push(value);
+    for index in 0..meta.chunks {
+        let chunk = tree.get(keys::blob_chunk(&hash.0, index))?.ok_or_else(|| missing(hash))?;
+        size += chunk.len() as u64;
+        chunks.push(chunk);
     }
-    if chunks.is_empty() { Ok(None) } else { Err(missing(hash)) }
+    if size != meta.size {
+        return Err(damaged(hash));
+    }
+    Ok(Some(chunks))
 }
 
 fn damaged(hash: Hash) -> Error {

@@ -3,10 +3,11 @@
 //! Content is immutable, so an entry never goes stale: the only policy is
 //! which bytes to keep (least recently used go first).
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
+use prost::bytes::Bytes;
 
 /// A bounded, shared content cache.
 #[derive(Debug)]
@@ -19,7 +20,7 @@ pub struct ContentCache {
 
 #[derive(Debug)]
 struct Inner {
-    entries: LruCache<String, Arc<[u8]>>,
+    entries: LruCache<String, Bytes>,
     bytes: usize,
 }
 
@@ -33,7 +34,7 @@ impl ContentCache {
         }
     }
 
-    pub fn get(&self, hash: &str) -> Option<Arc<[u8]>> {
+    pub fn get(&self, hash: &str) -> Option<Bytes> {
         let found = self.lock().entries.get(hash).cloned();
         let counter = if found.is_some() { &self.hits } else { &self.misses };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -41,7 +42,7 @@ impl ContentCache {
     }
 
     /// Looks up many hashes under one lock.
-    pub fn get_many<'a>(&self, hashes: impl Iterator<Item = &'a str>) -> Vec<Option<Arc<[u8]>>> {
+    pub fn get_many<'a>(&self, hashes: impl Iterator<Item = &'a str>) -> Vec<Option<Bytes>> {
         let mut inner = self.lock();
         let found: Vec<_> = hashes.map(|hash| inner.entries.get(hash).cloned()).collect();
         drop(inner);
@@ -52,7 +53,7 @@ impl ContentCache {
     }
 
     /// Keeps `content` unless it alone is larger than the whole cache.
-    pub fn insert(&self, hash: String, content: Arc<[u8]>) {
+    pub fn insert(&self, hash: String, content: Bytes) {
         if content.len() > self.capacity {
             return;
         }
@@ -86,13 +87,13 @@ mod tests {
     #[test]
     fn stays_within_its_byte_bound() {
         let cache = ContentCache::new(10);
-        cache.insert("a".into(), Arc::from(&b"12345"[..]));
-        cache.insert("b".into(), Arc::from(&b"12345"[..]));
+        cache.insert("a".into(), Bytes::from_static(b"12345"));
+        cache.insert("b".into(), Bytes::from_static(b"12345"));
         assert!(cache.get("a").is_some());
-        cache.insert("c".into(), Arc::from(&b"123"[..]));
+        cache.insert("c".into(), Bytes::from_static(b"123"));
         assert!(cache.get("b").is_none(), "least recently used goes first");
         assert!(cache.get("a").is_some() && cache.get("c").is_some());
-        cache.insert("huge".into(), Arc::from(&[0u8; 11][..]));
+        cache.insert("huge".into(), Bytes::from_static(&[0u8; 11]));
         assert!(cache.get("huge").is_none());
         assert!(cache.stats().2 <= 10);
     }

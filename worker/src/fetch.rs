@@ -28,7 +28,7 @@ pub struct Fetcher {
 }
 
 /// Content checked against its hash, or why it cannot be used.
-type Checked = Result<Arc<[u8]>, String>;
+type Checked = Result<Bytes, String>;
 
 impl Fetcher {
     pub fn new(front: Channel, cache: Arc<ContentCache>, token: Option<String>) -> Self {
@@ -43,12 +43,12 @@ impl Fetcher {
     /// Content for every hash, in order; a failure is kept per file. Cached
     /// content is served at once; the rest comes from the front in batches
     /// and is checked against its hash (on every core) before it is cached.
-    pub async fn fetch_all(&self, hashes: Vec<String>) -> Vec<Result<Arc<[u8]>, String>> {
+    pub async fn fetch_all(&self, hashes: Vec<String>) -> Vec<Checked> {
         self.fetch_counted(hashes).await.0
     }
 
     /// [`Fetcher::fetch_all`], also counting the files fetched from the front.
-    pub async fn fetch_counted(&self, hashes: Vec<String>) -> (Vec<Result<Arc<[u8]>, String>>, usize) {
+    pub async fn fetch_counted(&self, hashes: Vec<String>) -> (Vec<Checked>, usize) {
         drop(self.prefetching.lock().await);
         self.fetch_missing(hashes).await
     }
@@ -119,6 +119,16 @@ impl Fetcher {
     }
 }
 
+/// A content put back together from its chunks, not yet checked.
+#[derive(Debug, PartialEq, Eq)]
+struct Whole {
+    index: usize,
+    bytes: Bytes,
+    /// `bytes` is a slice of a received message, which the cache must not
+    /// keep alive; otherwise it is memory of its own.
+    shared: bool,
+}
+
 /// Puts content back together from the chunks of a stream.
 #[derive(Debug)]
 struct Assembler {
@@ -134,7 +144,7 @@ impl Assembler {
     }
 
     /// Takes one chunk; returns the content it completes, if any.
-    fn add(&mut self, chunk: pb::ContentChunk) -> Result<Option<(usize, Bytes)>, String> {
+    fn add(&mut self, chunk: pb::ContentChunk) -> Result<Option<Whole>, String> {
         let index = chunk.index as usize;
         if index >= self.results.len() {
             return Err("the front answered for a hash it was not asked for".to_owned());
@@ -150,8 +160,8 @@ impl Assembler {
                 return Ok(None);
             }
             if chunk.data.len() as u64 == chunk.size {
-                // The whole content in one chunk: kept as received.
-                return Ok(Some((index, chunk.data)));
+                // The whole content in one chunk: a slice of the message.
+                return Ok(Some(Whole { index, bytes: chunk.data, shared: true }));
             }
             let mut bytes = BytesMut::with_capacity(usize::try_from(chunk.size).unwrap_or(0));
             bytes.extend_from_slice(&chunk.data);
@@ -167,7 +177,7 @@ impl Assembler {
         bytes.extend_from_slice(&chunk.data);
         if bytes.len() as u64 == *size {
             let (index, _, bytes) = self.partial.take().expect("partial content is present");
-            return Ok(Some((index, bytes.freeze())));
+            return Ok(Some(Whole { index, bytes: bytes.freeze(), shared: false }));
         }
         Ok(None)
     }
@@ -179,23 +189,25 @@ impl Assembler {
 }
 
 /// Checks whole contents against their hashes on the scan pool (content is
-/// addressed by hash, so it is checked before it is cached for good), and
-/// copies each into memory of its own: a received content is a slice of a
-/// larger message, which the cache must not keep alive.
-fn verify(hashes: &[String], whole: Vec<(usize, Bytes)>) -> tokio::sync::oneshot::Receiver<Vec<(usize, Checked)>> {
-    let expected: Vec<String> = whole.iter().map(|(i, _)| hashes[*i].clone()).collect();
+/// addressed by hash, so it is checked before it is cached for good). A
+/// content that is a slice of a received message is copied into memory of
+/// its own; one put together from several chunks already is.
+fn verify(hashes: &[String], whole: Vec<Whole>) -> tokio::sync::oneshot::Receiver<Vec<(usize, Checked)>> {
+    let expected: Vec<String> = whole.iter().map(|w| hashes[w.index].clone()).collect();
     let (sender, receiver) = tokio::sync::oneshot::channel();
     rayon::spawn(move || {
         let checked = whole
             .into_iter()
             .zip(expected)
-            .map(|((i, bytes), hash)| {
-                let result = if blake3::hash(&bytes).to_hex().as_str() == hash {
-                    Ok(Arc::from(&bytes[..]))
-                } else {
+            .map(|(Whole { index, bytes, shared }, hash)| {
+                let result = if blake3::hash(&bytes).to_hex().as_str() != hash {
                     Err("content from the front does not match its hash".to_owned())
+                } else if shared {
+                    Ok(Bytes::copy_from_slice(&bytes))
+                } else {
+                    Ok(bytes)
                 };
-                (i, result)
+                (index, result)
             })
             .collect();
         let _ = sender.send(checked);
@@ -214,9 +226,10 @@ mod tests {
     #[test]
     fn contents_are_put_back_together_from_their_chunks() {
         let mut assembler = Assembler::new(3);
-        assert_eq!(assembler.add(chunk(0, true, 3, b"abc")), Ok(Some((0, Bytes::from_static(b"abc")))));
+        let whole = |index, bytes, shared| Ok(Some(Whole { index, bytes: Bytes::from_static(bytes), shared }));
+        assert_eq!(assembler.add(chunk(0, true, 3, b"abc")), whole(0, b"abc", true));
         assert_eq!(assembler.add(chunk(1, true, 5, b"de")), Ok(None));
-        assert_eq!(assembler.add(chunk(1, false, 0, b"fgh")), Ok(Some((1, Bytes::from_static(b"defgh")))));
+        assert_eq!(assembler.add(chunk(1, false, 0, b"fgh")), whole(1, b"defgh", false));
         let failed = pb::ContentChunk { index: 2, first: true, error: "gone".into(), ..Default::default() };
         assert_eq!(assembler.add(failed), Ok(None));
         assert_eq!(assembler.finish()[2], Err("gone".to_owned()));
@@ -241,9 +254,28 @@ mod tests {
     #[tokio::test]
     async fn contents_that_do_not_match_their_hash_are_refused() {
         let hashes = vec![blake3::hash(b"right").to_hex().to_string(), blake3::hash(b"other").to_hex().to_string()];
-        let whole = vec![(0, Bytes::from_static(b"right")), (1, Bytes::from_static(b"wrong"))];
+        let whole = vec![
+            Whole { index: 0, bytes: Bytes::from_static(b"right"), shared: true },
+            Whole { index: 1, bytes: Bytes::from_static(b"wrong"), shared: true },
+        ];
         let checked = verify(&hashes, whole).await.unwrap();
-        assert_eq!(checked[0], (0, Ok(Arc::from(&b"right"[..]))));
+        assert_eq!(checked[0], (0, Ok(Bytes::from_static(b"right"))));
         assert_eq!(checked[1], (1, Err("content from the front does not match its hash".to_owned())));
+    }
+
+    #[tokio::test]
+    async fn only_content_put_together_from_chunks_is_kept_without_a_copy() {
+        let message = Bytes::from(b"first|second".to_vec());
+        let (first, second) = (message.slice(..5), Bytes::from(b"assembled".to_vec()));
+        let hashes = vec![blake3::hash(&first).to_hex().to_string(), blake3::hash(&second).to_hex().to_string()];
+        let whole = vec![
+            Whole { index: 0, bytes: first.clone(), shared: true },
+            Whole { index: 1, bytes: second.clone(), shared: false },
+        ];
+        let checked = verify(&hashes, whole).await.unwrap();
+        let (copied, kept) = (checked[0].1.clone().unwrap(), checked[1].1.clone().unwrap());
+        assert_eq!(copied, first);
+        assert_ne!(copied.as_ptr(), first.as_ptr(), "a slice of a message is copied out of it");
+        assert_eq!(kept.as_ptr(), second.as_ptr(), "assembled content is cached as it is");
     }
 }

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::worker_server::Worker;
+use prost::bytes::Bytes;
 use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
@@ -97,7 +98,7 @@ impl Worker for WorkerService {
             })
             .map(|j| j.hash.clone())
             .collect();
-        let contents: std::collections::HashMap<String, Result<Arc<[u8]>, String>> =
+        let contents: HashMap<String, Result<Bytes, String>> =
             wanted.iter().cloned().zip(self.fetcher.fetch_all(wanted.clone()).await).collect();
         let mut ready = Vec::with_capacity(jobs.len());
         for job in jobs {

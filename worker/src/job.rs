@@ -1,9 +1,9 @@
 //! Running a grep job: every file of the page scanned on all cores, the
 //! results merged in file order under the job's entry budget.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use prost::bytes::Bytes;
 use rayon::prelude::*;
 
 use crate::scan::{FileScan, Hit, Mode, Query};
@@ -11,7 +11,7 @@ use crate::scan::{FileScan, Hit, Mode, Query};
 /// One file of a job, its content already fetched (or why it could not be).
 #[derive(Debug, Clone)]
 pub struct JobFile {
-    pub content: Result<Arc<[u8]>, String>,
+    pub content: Result<Bytes, String>,
 }
 
 /// The merged result of a job.
@@ -172,7 +172,7 @@ mod tests {
     }
 
     fn files(contents: &[&str]) -> Vec<JobFile> {
-        contents.iter().map(|c| JobFile { content: Ok(Arc::from(c.as_bytes())) }).collect()
+        contents.iter().map(|c| JobFile { content: Ok(Bytes::copy_from_slice(c.as_bytes())) }).collect()
     }
 
     fn lines(result: &JobResult) -> Vec<(usize, u64)> {

@@ -96,7 +96,11 @@ pub async fn page(
     request_id: Option<&str>,
 ) -> Result<pb::GrepResponse> {
     let key = ahead::Key::new(&target.space.id.to_string(), target.path.as_str(), request);
-    if let Some(outcome) = front.read_ahead.take(&key) {
+    if let Some((outcome, parked)) = front.read_ahead.take(&key) {
+        // The client moved on: the page parked behind this one may start.
+        if let Some(parked) = parked {
+            start_ahead(front, target, query, parked.request, parked.prefetch);
+        }
         let outcome = match deadline {
             Some(deadline) => {
                 tokio::time::timeout(deadline, outcome).await.map_err(|_| crate::workers::deadline_passed())?
@@ -112,7 +116,7 @@ pub async fn page(
             return Ok(response);
         }
     }
-    let (response, end) = run(front, target, query, request, deadline, request_id, Priority::Request, false, 0).await?;
+    let (response, end) = run(front, target, query, request, deadline, request_id, Priority::Request, false).await?;
     if end.on_budget {
         read_ahead(front, target, query, request, &response, end);
     }
@@ -133,38 +137,30 @@ fn read_ahead(
         return;
     }
     let next = pb::GrepRequest { page_token: response.next_page_token.clone(), ..request.clone() };
-    start_ahead(front, target, query, next, end.fetched, 1);
+    start_ahead(front, target, query, next, end.fetched);
 }
 
-/// How many pages ahead of the one a client asked for may run at once.
-const MAX_AHEAD: u8 = 2;
-
 /// Runs `next` in the background for the request that will ask for it,
-/// `depth` pages ahead of the page a client asked for, when a worker slot
-/// is spare.
-fn start_ahead(
-    front: &Arc<Front>,
-    target: &Target,
-    query: &GrepQuery,
-    next: pb::GrepRequest,
-    prefetch: bool,
-    depth: u8,
-) {
-    if depth > MAX_AHEAD || !front.workers.has_spare() {
+/// when a worker slot is spare and its search has room ahead of its client
+/// (otherwise it is parked; see [`ahead`]).
+fn start_ahead(front: &Arc<Front>, target: &Target, query: &GrepQuery, next: pb::GrepRequest, prefetch: bool) {
+    if !front.workers.has_spare() {
         return;
     }
-    let key = ahead::Key::new(&target.space.id.to_string(), target.path.as_str(), &next);
-    let Some(sender) = front.read_ahead.reserve(key) else { return };
+    let (space, root) = (target.space.id.to_string(), target.path.as_str());
+    let key = ahead::Key::new(&space, root, &next);
+    let search = ahead::Key::search(&space, root, &next);
+    let parked = ahead::Parked { request: next, prefetch };
+    let Some(sender) = front.read_ahead.reserve(key, search, parked.clone()) else { return };
     let (front, target, query) = (front.clone(), target.clone(), query.clone());
     tokio::spawn(async move {
         let mode = Priority::ReadAhead;
-        let result = run(&front, &target, &query, &next, None, None, mode, prefetch, depth).await;
+        let result = run(&front, &target, &query, &parked.request, None, None, mode, parked.prefetch).await;
         let _ = sender.send(result);
     });
 }
 
-/// Runs one page, `depth` pages ahead of the one a client asked for, and
-/// tells how it ended. With `prefetch`, the job also names the content the
+/// Runs one page and tells how it ended. With `prefetch`, the job also names the content the
 /// next page will most likely scan, for the worker to fetch in the
 /// background.
 #[allow(clippy::too_many_arguments)]
@@ -177,7 +173,6 @@ async fn run(
     request_id: Option<&str>,
     priority: Priority,
     prefetch: bool,
-    depth: u8,
 ) -> Result<(pb::GrepResponse, PageEnd)> {
     let started = Instant::now();
     let (store, workers, budget) = (&front.store, &front.workers, front.grep_budget);
@@ -227,7 +222,7 @@ async fn run(
         let token =
             PageToken { fingerprint: bound, revision: cursor.revision, after: next.clone(), position: 0, line: 0 };
         let next = pb::GrepRequest { page_token: token.encode(), ..request.clone() };
-        start_ahead(front, target, query, next, prefetch, depth + 1);
+        start_ahead(front, target, query, next, prefetch);
     }
     let mut response = pb::GrepResponse { revision: cursor.revision, ..Default::default() };
     let mut stats = pb::GrepStats { files_visited: selection.visited, ..Default::default() };

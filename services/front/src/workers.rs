@@ -145,7 +145,7 @@ impl Workers {
     /// Runs one grep job on some worker, within `deadline` if given.
     pub async fn grep(
         &self,
-        job: pb::GrepJob,
+        mut job: pb::GrepJob,
         deadline: Option<Duration>,
         request_id: Option<&str>,
         priority: Priority,
@@ -175,8 +175,12 @@ impl Workers {
         let began = std::time::Instant::now();
         let out_of_time = || deadline.is_some_and(|deadline| began.elapsed() >= deadline);
         let mut last_failure = String::new();
-        for Worker { address, mut client } in self.in_turn(|_| true) {
-            let mut request = tonic::Request::new(job.clone());
+        let workers = self.in_turn(|_| true);
+        let last = workers.len().saturating_sub(1);
+        for (i, Worker { address, mut client }) in workers.into_iter().enumerate() {
+            // A job names up to a page of files: cloned only for a failover.
+            let message = if i == last { std::mem::take(&mut job) } else { job.clone() };
+            let mut request = tonic::Request::new(message);
             if let Some(deadline) = deadline {
                 request.set_timeout(deadline);
             }

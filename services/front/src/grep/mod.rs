@@ -160,9 +160,9 @@ fn start_ahead(front: &Arc<Front>, target: &Target, query: &GrepQuery, next: pb:
     });
 }
 
-/// Runs one page and tells how it ended. With `prefetch`, the job also names the content the
-/// next page will most likely scan, for the worker to fetch in the
-/// background.
+/// Runs one page and tells how it ended. With `prefetch`, the job also
+/// names the content the next page will most likely scan, for the worker
+/// to fetch in the background.
 #[allow(clippy::too_many_arguments)]
 async fn run(
     front: &Arc<Front>,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::GetContentRequest;
 use agentvfs_proto::v1::content_store_client::ContentStoreClient;
-use prost::bytes::{Bytes, BytesMut};
+use prost::bytes::Bytes;
 use tonic::transport::Channel;
 
 use crate::cache::ContentCache;
@@ -29,6 +29,10 @@ pub struct Fetcher {
 
 /// Content checked against its hash, or why it cannot be used.
 type Checked = Result<Bytes, String>;
+
+/// A content's pieces, checked against its hash, by index into the hashes
+/// asked for.
+type CheckedPieces = Vec<(usize, Result<Vec<Bytes>, String>)>;
 
 impl Fetcher {
     pub fn new(front: Channel, cache: Arc<ContentCache>, token: Option<String>) -> Self {
@@ -74,10 +78,9 @@ impl Fetcher {
                 Ok(checked) => checked,
                 Err(error) => wanted.iter().map(|_| Err(error.clone())).collect(),
             };
+            let fetched = batch.iter().zip(&checked).filter_map(|(&i, r)| Some((hashes[i].clone(), r.clone().ok()?)));
+            self.cache.insert(fetched.collect());
             for (&i, result) in batch.iter().zip(checked) {
-                if let Ok(content) = &result {
-                    self.cache.insert(hashes[i].clone(), content.clone());
-                }
                 out[i] = Some(result);
             }
         }
@@ -87,7 +90,8 @@ impl Fetcher {
 
     /// Streams the content of `hashes` from the front. Each content is
     /// checked against its hash on the scan pool as soon as it is whole,
-    /// while the rest is still arriving.
+    /// while the rest is still arriving; then all of them are copied out of
+    /// the received messages into one slab (see [`crate::slab`]).
     async fn stream_batch(&self, hashes: &[String]) -> Result<Vec<Checked>, String> {
         let mut request = tonic::Request::new(GetContentRequest { hashes: hashes.to_vec() });
         if let Some(token) = &self.token
@@ -109,24 +113,35 @@ impl Fetcher {
             }
         }
         let mut results: Vec<Checked> = assembler.finish();
+        let mut good = Vec::new();
         for check in checks {
             let checked = check.await.map_err(|_| "the content check stopped".to_owned())?;
             for (i, result) in checked {
-                results[i] = result;
+                match result {
+                    Ok(pieces) => good.push((i, pieces)),
+                    Err(error) => results[i] = Err(error),
+                }
             }
+        }
+        let (indices, pieces): (Vec<usize>, Vec<Vec<Bytes>>) = good.into_iter().unzip();
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        rayon::spawn(move || {
+            let _ = sender.send(crate::slab::pack(&pieces));
+        });
+        let packed = receiver.await.map_err(|_| "copying content stopped".to_owned())?;
+        for (i, content) in indices.into_iter().zip(packed) {
+            results[i] = Ok(content);
         }
         Ok(results)
     }
 }
 
-/// A content put back together from its chunks, not yet checked.
+/// A content received whole, as the pieces (slices of received messages)
+/// it came in; not yet checked.
 #[derive(Debug, PartialEq, Eq)]
 struct Whole {
     index: usize,
-    bytes: Bytes,
-    /// `bytes` is a slice of a received message, which the cache must not
-    /// keep alive; otherwise it is memory of its own.
-    shared: bool,
+    pieces: Vec<Bytes>,
 }
 
 /// Puts content back together from the chunks of a stream.
@@ -134,8 +149,16 @@ struct Whole {
 struct Assembler {
     /// What each index received: set once its content is whole or failed.
     results: Vec<Checked>,
-    /// The content being received: its index, size and bytes so far.
-    partial: Option<(usize, u64, BytesMut)>,
+    /// The content being received: its index, size, and pieces and bytes so far.
+    partial: Option<Partial>,
+}
+
+#[derive(Debug)]
+struct Partial {
+    index: usize,
+    size: u64,
+    pieces: Vec<Bytes>,
+    received: u64,
 }
 
 impl Assembler {
@@ -159,27 +182,24 @@ impl Assembler {
                 self.results[index] = Err("content is larger than the worker accepts".to_owned());
                 return Ok(None);
             }
-            if chunk.data.len() as u64 == chunk.size {
-                // The whole content in one chunk: a slice of the message.
-                return Ok(Some(Whole { index, bytes: chunk.data, shared: true }));
-            }
-            let mut bytes = BytesMut::with_capacity(usize::try_from(chunk.size).unwrap_or(0));
-            bytes.extend_from_slice(&chunk.data);
             self.results[index] = Err("the content arrived incomplete".to_owned());
-            self.partial = Some((index, chunk.size, bytes));
-            return Ok(None);
+            self.partial = Some(Partial { index, size: chunk.size, pieces: Vec::new(), received: 0 });
         }
-        let Some((current, size, bytes)) = &mut self.partial else { return Ok(None) };
-        if *current != index || bytes.len() as u64 + chunk.data.len() as u64 > *size {
+        let Some(partial) = &mut self.partial else { return Ok(None) };
+        let received = partial.received + chunk.data.len() as u64;
+        if partial.index != index || received > partial.size {
             self.partial = None;
             return Ok(None);
         }
-        bytes.extend_from_slice(&chunk.data);
-        if bytes.len() as u64 == *size {
-            let (index, _, bytes) = self.partial.take().expect("partial content is present");
-            return Ok(Some(Whole { index, bytes: bytes.freeze(), shared: false }));
+        partial.received = received;
+        if !chunk.data.is_empty() {
+            partial.pieces.push(chunk.data);
         }
-        Ok(None)
+        if received < partial.size {
+            return Ok(None);
+        }
+        let Partial { index, pieces, .. } = self.partial.take().expect("partial content is present");
+        Ok(Some(Whole { index, pieces }))
     }
 
     /// What each index received, contents not yet checked left as errors.
@@ -189,25 +209,24 @@ impl Assembler {
 }
 
 /// Checks whole contents against their hashes on the scan pool (content is
-/// addressed by hash, so it is checked before it is cached for good). A
-/// content that is a slice of a received message is copied into memory of
-/// its own; one put together from several chunks already is.
-fn verify(hashes: &[String], whole: Vec<Whole>) -> tokio::sync::oneshot::Receiver<Vec<(usize, Checked)>> {
+/// addressed by hash, so it is checked before it is cached for good).
+fn verify(hashes: &[String], whole: Vec<Whole>) -> tokio::sync::oneshot::Receiver<CheckedPieces> {
     let expected: Vec<String> = whole.iter().map(|w| hashes[w.index].clone()).collect();
     let (sender, receiver) = tokio::sync::oneshot::channel();
     rayon::spawn(move || {
         let checked = whole
             .into_iter()
             .zip(expected)
-            .map(|(Whole { index, bytes, shared }, hash)| {
-                let result = if blake3::hash(&bytes).to_hex().as_str() != hash {
-                    Err("content from the front does not match its hash".to_owned())
-                } else if shared {
-                    Ok(Bytes::copy_from_slice(&bytes))
+            .map(|(Whole { index, pieces }, hash)| {
+                let mut hasher = blake3::Hasher::new();
+                for piece in &pieces {
+                    hasher.update(piece);
+                }
+                if hasher.finalize().to_hex().as_str() == hash {
+                    (index, Ok(pieces))
                 } else {
-                    Ok(bytes)
-                };
-                (index, result)
+                    (index, Err("content from the front does not match its hash".to_owned()))
+                }
             })
             .collect();
         let _ = sender.send(checked);
@@ -223,13 +242,17 @@ mod tests {
         pb::ContentChunk { index, first, size, data: Bytes::from_static(data), error: String::new() }
     }
 
+    fn whole(index: usize, pieces: &[&'static [u8]]) -> Result<Option<Whole>, String> {
+        Ok(Some(Whole { index, pieces: pieces.iter().map(|p| Bytes::from_static(p)).collect() }))
+    }
+
     #[test]
     fn contents_are_put_back_together_from_their_chunks() {
-        let mut assembler = Assembler::new(3);
-        let whole = |index, bytes, shared| Ok(Some(Whole { index, bytes: Bytes::from_static(bytes), shared }));
-        assert_eq!(assembler.add(chunk(0, true, 3, b"abc")), whole(0, b"abc", true));
+        let mut assembler = Assembler::new(4);
+        assert_eq!(assembler.add(chunk(0, true, 3, b"abc")), whole(0, &[b"abc"]));
         assert_eq!(assembler.add(chunk(1, true, 5, b"de")), Ok(None));
-        assert_eq!(assembler.add(chunk(1, false, 0, b"fgh")), whole(1, b"defgh", false));
+        assert_eq!(assembler.add(chunk(1, false, 0, b"fgh")), whole(1, &[b"de", b"fgh"]));
+        assert_eq!(assembler.add(chunk(3, true, 0, b"")), whole(3, &[]), "an empty content is whole at once");
         let failed = pb::ContentChunk { index: 2, first: true, error: "gone".into(), ..Default::default() };
         assert_eq!(assembler.add(failed), Ok(None));
         assert_eq!(assembler.finish()[2], Err("gone".to_owned()));
@@ -243,6 +266,7 @@ mod tests {
         assert_eq!(assembler.add(chunk(1, true, 4, b"ab")), Ok(None));
         assert_eq!(assembler.add(chunk(1, false, 0, b"cde")), Ok(None));
         assert_eq!(assembler.add(chunk(1, false, 0, b"cd")), Ok(None), "nothing more is taken for it");
+        assert_eq!(assembler.add(chunk(2, true, 2, b"abc")), Ok(None), "larger than announced");
         assert_eq!(
             assembler.add(chunk(7, true, 1, b"x")),
             Err("the front answered for a hash it was not asked for".into())
@@ -255,27 +279,11 @@ mod tests {
     async fn contents_that_do_not_match_their_hash_are_refused() {
         let hashes = vec![blake3::hash(b"right").to_hex().to_string(), blake3::hash(b"other").to_hex().to_string()];
         let whole = vec![
-            Whole { index: 0, bytes: Bytes::from_static(b"right"), shared: true },
-            Whole { index: 1, bytes: Bytes::from_static(b"wrong"), shared: true },
+            Whole { index: 0, pieces: vec![Bytes::from_static(b"ri"), Bytes::from_static(b"ght")] },
+            Whole { index: 1, pieces: vec![Bytes::from_static(b"wrong")] },
         ];
         let checked = verify(&hashes, whole).await.unwrap();
-        assert_eq!(checked[0], (0, Ok(Bytes::from_static(b"right"))));
+        assert_eq!(checked[0], (0, Ok(vec![Bytes::from_static(b"ri"), Bytes::from_static(b"ght")])));
         assert_eq!(checked[1], (1, Err("content from the front does not match its hash".to_owned())));
-    }
-
-    #[tokio::test]
-    async fn only_content_put_together_from_chunks_is_kept_without_a_copy() {
-        let message = Bytes::from(b"first|second".to_vec());
-        let (first, second) = (message.slice(..5), Bytes::from(b"assembled".to_vec()));
-        let hashes = vec![blake3::hash(&first).to_hex().to_string(), blake3::hash(&second).to_hex().to_string()];
-        let whole = vec![
-            Whole { index: 0, bytes: first.clone(), shared: true },
-            Whole { index: 1, bytes: second.clone(), shared: false },
-        ];
-        let checked = verify(&hashes, whole).await.unwrap();
-        let (copied, kept) = (checked[0].1.clone().unwrap(), checked[1].1.clone().unwrap());
-        assert_eq!(copied, first);
-        assert_ne!(copied.as_ptr(), first.as_ptr(), "a slice of a message is copied out of it");
-        assert_eq!(kept.as_ptr(), second.as_ptr(), "assembled content is cached as it is");
     }
 }

@@ -41,3 +41,4 @@ pub mod job;
 pub mod queries;
 pub mod scan;
 pub mod server;
+pub mod slab;

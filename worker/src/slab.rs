@@ -36,12 +36,18 @@ pub fn pack(contents: &[Vec<Bytes>]) -> Vec<Bytes> {
 
 /// A slab in an anonymous mapping, or `None` if the mapping fails (the
 /// caller falls back to the heap).
+///
+/// The slab starts on a huge page boundary inside a mapping one huge page
+/// longer (the part before it is never touched, so it takes no memory), and
+/// only its whole huge pages are advised: the tail of less than 2 MiB is
+/// ordinary pages, so no huge page is ever mostly empty.
 fn mapped(total: usize, contents: &[Vec<Bytes>]) -> Option<Bytes> {
-    let mut map = memmap2::MmapMut::map_anon(total).ok()?;
+    let mut map = memmap2::MmapMut::map_anon(total + HUGE_PAGE).ok()?;
+    let start = (HUGE_PAGE - map.as_ptr() as usize % HUGE_PAGE) % HUGE_PAGE;
     // Advice only: without transparent huge pages this is ordinary memory.
-    let _ = map.advise(memmap2::Advice::HugePage);
+    let _ = map.advise_range(memmap2::Advice::HugePage, start, total / HUGE_PAGE * HUGE_PAGE);
     let mut pieces = Vec::new();
-    let mut rest: &mut [u8] = &mut map;
+    let mut rest: &mut [u8] = &mut map[start..start + total];
     for piece in contents.iter().flatten() {
         let (head, tail) = rest.split_at_mut(piece.len());
         pieces.push((head, piece));
@@ -49,7 +55,7 @@ fn mapped(total: usize, contents: &[Vec<Bytes>]) -> Option<Bytes> {
     }
     // Both cores copy: a fresh slab's first touch of each page is the cost.
     pieces.into_par_iter().with_min_len(PIECES_PER_TASK).for_each(|(to, from)| to.copy_from_slice(from));
-    Some(Bytes::from_owner(map.make_read_only().ok()?))
+    Some(Bytes::from_owner(map.make_read_only().ok()?).slice(start..start + total))
 }
 
 fn heap(total: usize, contents: &[Vec<Bytes>]) -> Bytes {

@@ -85,9 +85,20 @@ pub fn read_if_stored(tree: &sled::Tree, hash: Hash) -> Result<Option<Vec<u8>>> 
 }
 
 /// The stored chunks of `hash` in order, unverified and not copied, or
-/// `None` when nothing is stored under it. Point reads, the metadata first:
-/// a range scan would clone a whole tree node for every content.
+/// `None` when nothing is stored under it. Point reads: a range scan would
+/// clone a whole tree node for every content.
+///
+/// The first chunk is read first. Every chunk but the last is whole, so a
+/// shorter first chunk is all of the content: most contents are that small,
+/// and take one read instead of two. Otherwise the metadata tells how many
+/// chunks follow and how many bytes they must add up to.
 pub fn read_chunks_if_stored(tree: &sled::Tree, hash: Hash) -> Result<Option<Vec<sled::IVec>>> {
+    let mut first = tree.get(keys::blob_chunk(&hash.0, 0))?;
+    if let Some(chunk) = &first
+        && chunk.len() < CHUNK_SIZE
+    {
+        return Ok(Some(vec![chunk.clone()]));
+    }
     let Some(raw) = tree.get(keys::blob_meta(&hash.0))? else {
         return Ok(None);
     };
@@ -95,7 +106,10 @@ pub fn read_chunks_if_stored(tree: &sled::Tree, hash: Hash) -> Result<Option<Vec
     let mut chunks = Vec::new();
     let mut size = 0u64;
     for index in 0..meta.chunks {
-        let chunk = tree.get(keys::blob_chunk(&hash.0, index))?.ok_or_else(|| missing(hash))?;
+        let chunk = match first.take() {
+            Some(chunk) if index == 0 => chunk,
+            _ => tree.get(keys::blob_chunk(&hash.0, index))?.ok_or_else(|| missing(hash))?,
+        };
         size += chunk.len() as u64;
         chunks.push(chunk);
     }

@@ -354,6 +354,24 @@ fn large_content_is_chunked_and_verified() {
     // A damaged chunk is DATA_LOSS, never wrong bytes.
     store.trees().content.insert(keys::blob_chunk(&outcome.hash.0, 1), &b"tampered"[..]).unwrap();
     assert_eq!(store.content(outcome.hash).unwrap_err().reason, Reason::DataLoss);
+
+    // Content of one chunk: read whole, and its lost chunk is DATA_LOSS too.
+    let small = b"one chunk".to_vec();
+    let outcome = store
+        .write(WriteOp {
+            space: space.id,
+            path: path("/small.txt"),
+            body: WriteBody::Bytes(small.clone()),
+            mode: WriteMode::Overwrite,
+            expected_version: None,
+            operation: "write",
+            actor: Actor::default(),
+            receipt: None,
+        })
+        .unwrap();
+    assert_eq!(store.content_unverified(outcome.hash).unwrap(), Some(small));
+    store.trees().content.remove(keys::blob_chunk(&outcome.hash.0, 0)).unwrap().unwrap();
+    assert_eq!(store.content_unverified(outcome.hash).unwrap_err().reason, Reason::DataLoss);
 }
 
 #[test]

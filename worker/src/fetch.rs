@@ -6,6 +6,7 @@ use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::GetContentRequest;
 use agentvfs_proto::v1::content_store_client::ContentStoreClient;
 use prost::bytes::Bytes;
+use rayon::prelude::*;
 use tonic::transport::Channel;
 
 use crate::cache::ContentCache;
@@ -15,6 +16,9 @@ const MAX_CONTENT_BYTES: u64 = 64 << 20;
 /// Hashes asked for in one call to the front (the most it takes), so a
 /// whole page of files comes in one round trip.
 const BATCH: usize = 1_000;
+/// Contents checked and copied into a slab together, in bytes, about: a
+/// few huge pages, and soon enough to let the received messages go.
+const GROUP_BYTES: usize = 4 << 20;
 
 /// Gets content by hash from the cache or the front.
 #[derive(Debug, Clone)]
@@ -29,10 +33,6 @@ pub struct Fetcher {
 
 /// Content checked against its hash, or why it cannot be used.
 type Checked = Result<Bytes, String>;
-
-/// A content's pieces, checked against its hash, by index into the hashes
-/// asked for.
-type CheckedPieces = Vec<(usize, Result<Vec<Bytes>, String>)>;
 
 impl Fetcher {
     pub fn new(front: Channel, cache: Arc<ContentCache>, token: Option<String>) -> Self {
@@ -78,8 +78,6 @@ impl Fetcher {
                 Ok(checked) => checked,
                 Err(error) => wanted.iter().map(|_| Err(error.clone())).collect(),
             };
-            let fetched = batch.iter().zip(&checked).filter_map(|(&i, r)| Some((hashes[i].clone(), r.clone().ok()?)));
-            self.cache.insert(fetched.collect());
             for (&i, result) in batch.iter().zip(checked) {
                 out[i] = Some(result);
             }
@@ -88,10 +86,12 @@ impl Fetcher {
         (fetched, missing.len())
     }
 
-    /// Streams the content of `hashes` from the front. Each content is
-    /// checked against its hash on the scan pool as soon as it is whole,
-    /// while the rest is still arriving; then all of them are copied out of
-    /// the received messages into one slab (see [`crate::slab`]).
+    /// Streams the content of `hashes` from the front into the cache. The
+    /// contents are taken in groups of about [`GROUP_BYTES`] as they become
+    /// whole, while the rest is still arriving: each group is checked
+    /// against its hashes on the scan pool and copied out of the received
+    /// messages into a slab of its own (see [`crate::slab`]), so the
+    /// messages are let go of soon and their memory is used again.
     async fn stream_batch(&self, hashes: &[String]) -> Result<Vec<Checked>, String> {
         let mut request = tonic::Request::new(GetContentRequest { hashes: hashes.to_vec() });
         if let Some(token) = &self.token
@@ -102,35 +102,30 @@ impl Fetcher {
         let mut stream =
             self.client.clone().get_content(request).await.map_err(|s| s.message().to_owned())?.into_inner();
         let mut assembler = Assembler::new(hashes.len());
-        let mut checks = Vec::new();
+        let (mut group, mut group_bytes, mut groups) = (Vec::new(), 0, Vec::new());
         while let Some(batch) = stream.message().await.map_err(|s| s.message().to_owned())? {
-            let mut whole = Vec::new();
             for chunk in batch.chunks {
-                whole.extend(assembler.add(chunk)?);
-            }
-            if !whole.is_empty() {
-                checks.push(verify(hashes, whole));
-            }
-        }
-        let mut results: Vec<Checked> = assembler.finish();
-        let mut good = Vec::new();
-        for check in checks {
-            let checked = check.await.map_err(|_| "the content check stopped".to_owned())?;
-            for (i, result) in checked {
-                match result {
-                    Ok(pieces) => good.push((i, pieces)),
-                    Err(error) => results[i] = Err(error),
+                if let Some(whole) = assembler.add(chunk)? {
+                    group_bytes += whole.pieces.iter().map(Bytes::len).sum::<usize>();
+                    group.push(whole);
                 }
             }
+            if group_bytes >= GROUP_BYTES {
+                groups.push(check_and_pack(hashes, std::mem::take(&mut group)));
+                group_bytes = 0;
+            }
         }
-        let (indices, pieces): (Vec<usize>, Vec<Vec<Bytes>>) = good.into_iter().unzip();
-        let (sender, receiver) = tokio::sync::oneshot::channel();
-        rayon::spawn(move || {
-            let _ = sender.send(crate::slab::pack(&pieces));
-        });
-        let packed = receiver.await.map_err(|_| "copying content stopped".to_owned())?;
-        for (i, content) in indices.into_iter().zip(packed) {
-            results[i] = Ok(content);
+        if !group.is_empty() {
+            groups.push(check_and_pack(hashes, group));
+        }
+        let mut results: Vec<Checked> = assembler.finish();
+        for group in groups {
+            let checked = group.await.map_err(|_| "the content check stopped".to_owned())?;
+            let good = checked.iter().filter_map(|(i, r)| Some((hashes[*i].clone(), r.clone().ok()?)));
+            self.cache.insert(good.collect());
+            for (i, result) in checked {
+                results[i] = result;
+            }
         }
         Ok(results)
     }
@@ -209,26 +204,32 @@ impl Assembler {
 }
 
 /// Checks whole contents against their hashes on the scan pool (content is
-/// addressed by hash, so it is checked before it is cached for good).
-fn verify(hashes: &[String], whole: Vec<Whole>) -> tokio::sync::oneshot::Receiver<CheckedPieces> {
+/// addressed by hash, so it is checked before it is cached for good) and
+/// copies those that match into one slab.
+fn check_and_pack(hashes: &[String], whole: Vec<Whole>) -> tokio::sync::oneshot::Receiver<Vec<(usize, Checked)>> {
     let expected: Vec<String> = whole.iter().map(|w| hashes[w.index].clone()).collect();
     let (sender, receiver) = tokio::sync::oneshot::channel();
     rayon::spawn(move || {
-        let checked = whole
-            .into_iter()
+        let matches: Vec<bool> = whole
+            .par_iter()
             .zip(expected)
-            .map(|(Whole { index, pieces }, hash)| {
+            .map(|(whole, hash)| {
                 let mut hasher = blake3::Hasher::new();
-                for piece in &pieces {
+                for piece in &whole.pieces {
                     hasher.update(piece);
                 }
-                if hasher.finalize().to_hex().as_str() == hash {
-                    (index, Ok(pieces))
-                } else {
-                    (index, Err("content from the front does not match its hash".to_owned()))
-                }
+                hasher.finalize().to_hex().as_str() == hash
             })
             .collect();
+        let (good, bad): (Vec<_>, Vec<_>) = whole.into_iter().zip(matches).partition(|(_, matches)| *matches);
+        let pieces: Vec<Vec<Bytes>> = good.iter().map(|(whole, _)| whole.pieces.clone()).collect();
+        let packed = crate::slab::pack(&pieces);
+        let mut checked: Vec<(usize, Checked)> =
+            good.into_iter().zip(packed).map(|((whole, _), content)| (whole.index, Ok(content))).collect();
+        checked.extend(
+            bad.into_iter()
+                .map(|(whole, _)| (whole.index, Err("content from the front does not match its hash".to_owned()))),
+        );
         let _ = sender.send(checked);
     });
     receiver
@@ -276,14 +277,18 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn contents_that_do_not_match_their_hash_are_refused() {
+    async fn contents_that_do_not_match_their_hash_are_refused_and_the_rest_copied_out() {
         let hashes = vec![blake3::hash(b"right").to_hex().to_string(), blake3::hash(b"other").to_hex().to_string()];
+        let message = Bytes::from_static(b"rightwrong");
         let whole = vec![
-            Whole { index: 0, pieces: vec![Bytes::from_static(b"ri"), Bytes::from_static(b"ght")] },
-            Whole { index: 1, pieces: vec![Bytes::from_static(b"wrong")] },
+            Whole { index: 0, pieces: vec![message.slice(..2), message.slice(2..5)] },
+            Whole { index: 1, pieces: vec![message.slice(5..)] },
         ];
-        let checked = verify(&hashes, whole).await.unwrap();
-        assert_eq!(checked[0], (0, Ok(vec![Bytes::from_static(b"ri"), Bytes::from_static(b"ght")])));
+        let mut checked = check_and_pack(&hashes, whole).await.unwrap();
+        checked.sort_by_key(|(i, _)| *i);
+        let right = checked[0].1.clone().unwrap();
+        assert_eq!(right, Bytes::from_static(b"right"));
+        assert!(!message.as_ptr_range().contains(&right.as_ptr()), "copied out of the message");
         assert_eq!(checked[1], (1, Err("content from the front does not match its hash".to_owned())));
     }
 }

@@ -538,6 +538,10 @@ async fn main() {
     }
     let disk = tempfile::tempdir().expect("temp dir");
     write_to_disk(&corpus, disk.path());
+    // Written back now, so rg never runs beside the kernel's writeback of
+    // the corpus (which slowed its first runs by half here).
+    let synced = Command::new("sync").status().is_ok_and(|s| s.success());
+    assert!(synced, "sync failed");
 
     let mut stack = Stack::start().await;
     let corpus = Arc::new(corpus);

@@ -90,8 +90,8 @@ impl Fetcher {
     /// contents are taken in groups of about [`GROUP_BYTES`] as they become
     /// whole, while the rest is still arriving: each group is checked
     /// against its hashes on the scan pool and copied out of the received
-    /// messages into a slab of its own (see [`crate::slab`]), so the
-    /// messages are let go of soon and their memory is used again.
+    /// messages into a slab of its own (see [`crate::slab`]), so received
+    /// messages are held until their group is copied, not to the end.
     async fn stream_batch(&self, hashes: &[String]) -> Result<Vec<Checked>, String> {
         let mut request = tonic::Request::new(GetContentRequest { hashes: hashes.to_vec() });
         if let Some(token) = &self.token

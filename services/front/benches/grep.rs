@@ -569,69 +569,6 @@ async fn main() {
         "search index caught up with the load after {:.1}s more (not a measured figure)",
         wait_for_index(&channel).await
     );
-    if let Some(secs) = std::env::var("AGENTVFS_BENCH_LOOP").ok().and_then(|v| v.parse::<f64>().ok()) {
-        let only: Option<usize> = std::env::var("AGENTVFS_BENCH_ONLY").ok().and_then(|v| v.parse().ok());
-        let kinds = std::env::var("AGENTVFS_BENCH_KINDS").unwrap_or_else(|_| "cold,warm".into());
-        for (idx, query) in QUERIES.iter().enumerate() {
-            if only.is_some_and(|o| o != idx) {
-                continue;
-            }
-            for kind in kinds.split(',') {
-                stack.restart_worker(&channel).await;
-                let (fp, wp) = (stack.front.id(), stack.worker.child.id());
-                if kind == "warm" {
-                    grep_all(&channel, query, [fp, wp]).await;
-                }
-                std::fs::write("/tmp/bench-pids", format!("{kind} {idx} {fp} {wp}\n")).unwrap();
-                let started = Instant::now();
-                let (mut walls, mut fcpu, mut wcpu, mut faults) = (Vec::new(), Vec::new(), Vec::new(), vec![0.0]);
-                while started.elapsed().as_secs_f64() < secs {
-                    if kind == "rg" {
-                        let run = rg_once(&rg, query, disk.path());
-                        walls.push(run.secs);
-                        fcpu.push(run.cpu_secs);
-                        wcpu.push(0.0);
-                        continue;
-                    }
-                    if kind == "cold" {
-                        stack.restart_worker(&channel).await;
-                    }
-                    let (fp, wp) = (stack.front.id(), stack.worker.child.id());
-                    let (f0, w0) = (cpu::of_process(fp), cpu::of_process(wp));
-                    let flt = |pid: u32| {
-                        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                            .ok()
-                            .and_then(|s| {
-                                s.rsplit_once(')')
-                                    .and_then(|(_, r)| r.split_whitespace().nth(7).and_then(|v| v.parse::<f64>().ok()))
-                            })
-                            .unwrap_or(0.0)
-                    };
-                    let faults0 = flt(wp);
-                    let run = grep_all(&channel, query, [fp, wp]).await;
-                    faults.push(flt(wp) - faults0);
-                    walls.push(run.secs);
-                    fcpu.push(cpu::of_process(fp) - f0);
-                    wcpu.push(cpu::of_process(wp) - w0);
-                }
-                let stat = |v: &mut Vec<f64>| {
-                    v.sort_by(f64::total_cmp);
-                    (v[0], v[v.len() / 2])
-                };
-                let (wmin, wmed) = stat(&mut walls);
-                let (fmin, fmed) = stat(&mut fcpu);
-                let (kmin, kmed) = stat(&mut wcpu);
-                let (_, fmed2) = stat(&mut faults);
-                println!("worker minor faults median {fmed2}");
-                println!(
-                    "LOOP {kind} {} n={} wall min {wmin:.3} med {wmed:.3} | front cpu min {fmin:.2} med {fmed:.2} | worker cpu min {kmin:.2} med {kmed:.2}",
-                    query.name,
-                    walls.len()
-                );
-            }
-        }
-        return;
-    }
     let mut rows = Vec::new();
     for query in &QUERIES {
         let rg_run = rg_best(&rg, query, disk.path());

@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::GetContentRequest;
-use agentvfs_proto::v1::content_store_client::ContentStoreClient;
 use prost::bytes::Bytes;
 use rayon::prelude::*;
 use tonic::transport::Channel;
@@ -19,11 +18,13 @@ const BATCH: usize = 1_000;
 /// Contents checked and copied into a slab together, in bytes, about: a
 /// few huge pages, and soon enough to let the received messages go.
 const GROUP_BYTES: usize = 4 << 20;
+/// Largest message the front may send (a batch is about 1 MiB of content).
+const MAX_MESSAGE_BYTES: usize = 8 << 20;
 
 /// Gets content by hash from the cache or the front.
 #[derive(Debug, Clone)]
 pub struct Fetcher {
-    client: ContentStoreClient<Channel>,
+    front: Channel,
     cache: Arc<ContentCache>,
     token: Option<String>,
     /// Held by the one background prefetch that may run; fetches wait for
@@ -36,8 +37,7 @@ type Checked = Result<Bytes, String>;
 
 impl Fetcher {
     pub fn new(front: Channel, cache: Arc<ContentCache>, token: Option<String>) -> Self {
-        let client = ContentStoreClient::new(front).max_decoding_message_size(8 << 20);
-        Self { client, cache, token, prefetching: Arc::default() }
+        Self { front, cache, token, prefetching: Arc::default() }
     }
 
     pub fn cache(&self) -> &ContentCache {
@@ -93,14 +93,11 @@ impl Fetcher {
     /// messages into a slab of its own (see [`crate::slab`]), so received
     /// messages are held until their group is copied, not to the end.
     async fn stream_batch(&self, hashes: &[String]) -> Result<Vec<Checked>, String> {
-        let mut request = tonic::Request::new(GetContentRequest { hashes: hashes.to_vec() });
-        if let Some(token) = &self.token
-            && let Ok(value) = format!("Bearer {token}").parse()
-        {
-            request.metadata_mut().insert("authorization", value);
-        }
-        let mut stream =
-            self.client.clone().get_content(request).await.map_err(|s| s.message().to_owned())?.into_inner();
+        let request = GetContentRequest { hashes: hashes.to_vec() };
+        let token = self.token.as_deref();
+        let mut stream = crate::wire::get_content(self.front.clone(), request, token, MAX_MESSAGE_BYTES)
+            .await
+            .map_err(|s| s.message().to_owned())?;
         let mut assembler = Assembler::new(hashes.len());
         let (mut group, mut group_bytes, mut groups) = (Vec::new(), 0, Vec::new());
         while let Some(batch) = stream.message().await.map_err(|s| s.message().to_owned())? {

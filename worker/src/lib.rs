@@ -42,3 +42,4 @@ pub mod queries;
 pub mod scan;
 pub mod server;
 pub mod slab;
+pub mod wire;

@@ -32,9 +32,10 @@ pub enum ServeError {
 /// per fetch (and twice that per connection).
 const CONTENT_WINDOW: u32 = 8 << 20;
 
-/// Largest HTTP/2 frame the front may send: a batch of content in a few
-/// frames rather than in 64 of HTTP/2's default 16 KiB.
-const CONTENT_FRAME: u32 = 1 << 20;
+/// Largest HTTP/2 frame the front may send: more than any `GetContent`
+/// message (about 1 MiB of content), so each message can arrive in one
+/// frame and be decoded where it landed (see [`crate::wire`]).
+const CONTENT_FRAME: u32 = 2 << 20;
 
 /// Serves until `shutdown` resolves, then drains within `config.drain`.
 pub async fn serve(

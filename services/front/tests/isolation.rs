@@ -281,3 +281,41 @@ async fn another_principals_space_is_indistinguishable_from_a_missing_one() {
         "CANARY bob's secret\n"
     );
 }
+
+/// The worker fetches content from a front that checks tokens with its own
+/// token: several batches of it, contents of more than one chunk. Without
+/// one it is refused, and the page lists every file as skipped with the
+/// reason rather than reporting no matches.
+#[tokio::test]
+async fn the_worker_fetches_content_with_its_own_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.toml");
+    std::fs::write(&tokens, "[[tokens]]\ntoken = \"ops-token-0123456789\"\nprincipal = \"ops\"\nadmin = true\n")
+        .unwrap();
+    let body = "a line of text\n".repeat(5_000) + "the needle\n";
+    let with_token = [("AGENTVFS_TOKEN", "ops-token-0123456789")];
+    for worker_env in [&with_token[..], &[]] {
+        let stack = Stack::start_configured(&["--tokens", tokens.to_str().unwrap()], &[], worker_env).await;
+        let channel = stack.front.channel().await;
+        let mut admin = AdminClient::with_interceptor(channel.clone(), Bearer("ops-token-0123456789"));
+        admin.create_space(pb::CreateSpaceRequest { name: "s".into(), ..Default::default() }).await.unwrap();
+        let mut fs = FileSystemClient::with_interceptor(channel, Bearer("ops-token-0123456789"));
+        for i in 0..40 {
+            fs.write(write_text("s", &format!("/f{i:02}.txt"), &body)).await.unwrap();
+        }
+        let count = pb::GrepOutputMode::Count as i32;
+        let grep =
+            pb::GrepRequest { space: "s".into(), pattern: "needle".into(), output_mode: count, ..Default::default() };
+        let reply = fs.grep(grep).await.unwrap().into_inner();
+        if worker_env.is_empty() {
+            assert!(reply.files.is_empty(), "{:?}", reply.files);
+            // Every file of the space, its `/AGENT.md` too.
+            assert_eq!(reply.skipped.len(), 41, "{:?}", reply.skipped);
+            assert!(reply.skipped.iter().all(|s| s.reason.contains("authorization")), "{:?}", reply.skipped);
+        } else {
+            assert!(reply.skipped.is_empty(), "{:?}", reply.skipped);
+            assert_eq!(reply.files.len(), 40);
+            assert!(reply.files.iter().all(|f| f.count == 1));
+        }
+    }
+}

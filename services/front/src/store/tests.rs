@@ -108,6 +108,22 @@ fn model_write(
 /// Opens the store in `dir`. sled releases its file lock from a background
 /// thread after the last handle is dropped, so a reopen in the same process
 /// can briefly find it still held; a new process never does.
+/// Writes `body` at `at` in `space`, replacing what is there.
+fn overwrite(store: &Store, space: SpaceId, at: &str, body: &[u8]) -> crate::store::WriteOutcome {
+    store
+        .write(WriteOp {
+            space,
+            path: path(at),
+            body: WriteBody::Bytes(body.to_vec()),
+            mode: WriteMode::Overwrite,
+            expected_version: None,
+            operation: "write",
+            actor: Actor::default(),
+            receipt: None,
+        })
+        .unwrap()
+}
+
 fn open(dir: &std::path::Path) -> Store {
     try_open(dir).unwrap_or_else(|error| panic!("{error}"))
 }
@@ -289,20 +305,7 @@ fn deleting_a_space_frees_its_content_and_its_name() {
     let new = |name: &str| NewSpace { name: name.into(), owner: "p".into(), quota: Quota::default() };
     let keep = store.create_space(new("keep"), None).unwrap();
     let gone = store.create_space(new("gone"), None).unwrap();
-    let write = |space: SpaceId, p: &str, body: &[u8]| {
-        store
-            .write(WriteOp {
-                space,
-                path: path(p),
-                body: WriteBody::Bytes(body.to_vec()),
-                mode: WriteMode::Overwrite,
-                expected_version: None,
-                operation: "write",
-                actor: Actor::default(),
-                receipt: None,
-            })
-            .unwrap()
-    };
+    let write = |space: SpaceId, p: &str, body: &[u8]| overwrite(&store, space, p, body);
     let shared = write(keep.id, "/shared.txt", b"shared bytes");
     let only = write(gone.id, "/only.txt", b"only in the deleted space");
     write(gone.id, "/shared.txt", b"shared bytes");
@@ -329,18 +332,7 @@ fn large_content_is_chunked_and_verified() {
     let space =
         store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
     let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    let outcome = store
-        .write(WriteOp {
-            space: space.id,
-            path: path("/big.bin"),
-            body: WriteBody::Bytes(body.clone()),
-            mode: WriteMode::Overwrite,
-            expected_version: None,
-            operation: "write",
-            actor: Actor::default(),
-            receipt: None,
-        })
-        .unwrap();
+    let outcome = overwrite(&store, space.id, "/big.bin", &body);
     assert_eq!(store.content(outcome.hash).unwrap(), body);
     let chunks = store.trees().content.scan_prefix(outcome.hash.0).count();
     assert_eq!(chunks, 1 + body.len().div_ceil(content::CHUNK_SIZE));
@@ -357,18 +349,7 @@ fn large_content_is_chunked_and_verified() {
 
     // Content of one chunk: read whole, and its lost chunk is DATA_LOSS too.
     let small = b"one chunk".to_vec();
-    let outcome = store
-        .write(WriteOp {
-            space: space.id,
-            path: path("/small.txt"),
-            body: WriteBody::Bytes(small.clone()),
-            mode: WriteMode::Overwrite,
-            expected_version: None,
-            operation: "write",
-            actor: Actor::default(),
-            receipt: None,
-        })
-        .unwrap();
+    let outcome = overwrite(&store, space.id, "/small.txt", &small);
     assert_eq!(store.content_unverified(outcome.hash).unwrap(), Some(small));
     store.trees().content.remove(keys::blob_chunk(&outcome.hash.0, 0)).unwrap().unwrap();
     assert_eq!(store.content_unverified(outcome.hash).unwrap_err().reason, Reason::DataLoss);

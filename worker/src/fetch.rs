@@ -15,8 +15,10 @@ const MAX_CONTENT_BYTES: u64 = 64 << 20;
 /// Hashes asked for in one call to the front (the most it takes), so a
 /// whole page of files comes in one round trip.
 const BATCH: usize = 1_000;
-/// Contents checked and copied into a slab together, in bytes, about: a
-/// few huge pages, and soon enough to let the received messages go.
+/// Contents are checked and copied into a slab together in groups, each
+/// closed once it holds this many bytes: two huge pages, so its slab is
+/// whole huge pages and a small tail, and soon enough to let the received
+/// messages go.
 const GROUP_BYTES: usize = 4 << 20;
 /// Largest message the front may send (a batch is about 1 MiB of content).
 const MAX_MESSAGE_BYTES: usize = 8 << 20;
@@ -102,14 +104,13 @@ impl Fetcher {
         let (mut group, mut group_bytes, mut groups) = (Vec::new(), 0, Vec::new());
         while let Some(batch) = stream.message().await.map_err(|s| s.message().to_owned())? {
             for chunk in batch.chunks {
-                if let Some(whole) = assembler.add(chunk)? {
-                    group_bytes += whole.pieces.iter().map(Bytes::len).sum::<usize>();
-                    group.push(whole);
+                let Some(whole) = assembler.add(chunk)? else { continue };
+                group_bytes += whole.pieces.iter().map(Bytes::len).sum::<usize>();
+                group.push(whole);
+                if group_bytes >= GROUP_BYTES {
+                    groups.push(check_and_pack(hashes, std::mem::take(&mut group)));
+                    group_bytes = 0;
                 }
-            }
-            if group_bytes >= GROUP_BYTES {
-                groups.push(check_and_pack(hashes, std::mem::take(&mut group)));
-                group_bytes = 0;
             }
         }
         if !group.is_empty() {

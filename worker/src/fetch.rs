@@ -5,7 +5,6 @@ use std::sync::Arc;
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::GetContentRequest;
 use prost::bytes::Bytes;
-use rayon::prelude::*;
 use tonic::transport::Channel;
 
 use crate::cache::ContentCache;
@@ -201,33 +200,22 @@ impl Assembler {
     }
 }
 
-/// Checks whole contents against their hashes on the scan pool (content is
-/// addressed by hash, so it is checked before it is cached for good) and
-/// copies those that match into one slab.
+/// Copies whole contents into one slab on the scan pool, checking each
+/// against its hash as it lands (content is addressed by hash, so it is
+/// checked before it is cached for good).
 fn check_and_pack(hashes: &[String], whole: Vec<Whole>) -> tokio::sync::oneshot::Receiver<Vec<(usize, Checked)>> {
     let expected: Vec<String> = whole.iter().map(|w| hashes[w.index].clone()).collect();
+    let (indices, pieces): (Vec<usize>, Vec<Vec<Bytes>>) = whole.into_iter().map(|w| (w.index, w.pieces)).unzip();
     let (sender, receiver) = tokio::sync::oneshot::channel();
     rayon::spawn(move || {
-        let matches: Vec<bool> = whole
-            .par_iter()
-            .zip(expected)
-            .map(|(whole, hash)| {
-                let mut hasher = blake3::Hasher::new();
-                for piece in &whole.pieces {
-                    hasher.update(piece);
-                }
-                hasher.finalize().to_hex().as_str() == hash
+        let packed = crate::slab::pack(&pieces, |i, content| blake3::hash(content).to_hex().as_str() == expected[i]);
+        let checked = indices
+            .into_iter()
+            .zip(packed)
+            .map(|(index, content)| {
+                (index, content.ok_or_else(|| "content from the front does not match its hash".to_owned()))
             })
             .collect();
-        let (good, bad): (Vec<_>, Vec<_>) = whole.into_iter().zip(matches).partition(|(_, matches)| *matches);
-        let pieces: Vec<Vec<Bytes>> = good.iter().map(|(whole, _)| whole.pieces.clone()).collect();
-        let packed = crate::slab::pack(&pieces);
-        let mut checked: Vec<(usize, Checked)> =
-            good.into_iter().zip(packed).map(|((whole, _), content)| (whole.index, Ok(content))).collect();
-        checked.extend(
-            bad.into_iter()
-                .map(|(whole, _)| (whole.index, Err("content from the front does not match its hash".to_owned()))),
-        );
         let _ = sender.send(checked);
     });
     receiver

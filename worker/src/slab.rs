@@ -13,57 +13,84 @@ use rayon::prelude::*;
 
 /// Below this a slab cannot hold a huge page, and is ordinary heap memory.
 const HUGE_PAGE: usize = 2 << 20;
-/// Pieces each copying task takes at least: pieces are often a few hundred
-/// bytes, too little for a task of their own.
-const PIECES_PER_TASK: usize = 32;
+/// Contents each copying task takes at least: contents are often a few
+/// hundred bytes, too little for a task of their own.
+const CONTENTS_PER_TASK: usize = 16;
 
 /// Copies each content (given as its pieces, in order) into one new slab
-/// and returns the contents as slices of it, in the same order.
-pub fn pack(contents: &[Vec<Bytes>]) -> Vec<Bytes> {
+/// and returns the contents as slices of it, in the same order. Each
+/// content is passed to `check` (with its position) right after it is
+/// copied, while it is still in the CPU's cache; one that fails it comes
+/// back as `None` and its room in the slab goes unused (a check fails only
+/// on damaged content).
+pub fn pack(contents: &[Vec<Bytes>], check: impl Fn(usize, &[u8]) -> bool + Sync) -> Vec<Option<Bytes>> {
     let sizes: Vec<usize> = contents.iter().map(|pieces| pieces.iter().map(Bytes::len).sum()).collect();
     let total = sizes.iter().sum();
-    let slab = if total >= HUGE_PAGE { mapped(total, contents) } else { None };
-    let slab = slab.unwrap_or_else(|| heap(total, contents));
+    let mapped = if total >= HUGE_PAGE { mapped(total, contents, &check) } else { None };
+    let (slab, passed) = mapped.unwrap_or_else(|| heap(total, contents, &check));
     let mut start = 0;
     sizes
         .into_iter()
-        .map(|len| {
+        .zip(passed)
+        .map(|(len, passed)| {
             start += len;
-            slab.slice(start - len..start)
+            passed.then(|| slab.slice(start - len..start))
         })
         .collect()
 }
 
-/// A slab in an anonymous mapping, or `None` if the mapping fails (the
-/// caller falls back to the heap).
+/// A slab in an anonymous mapping and which contents passed their check,
+/// or `None` if the mapping fails (the caller falls back to the heap).
 ///
 /// The slab starts on a huge page boundary inside a mapping one huge page
 /// longer (the part before it is never touched, so it takes no memory), and
 /// only its whole huge pages are advised: the tail of less than 2 MiB is
 /// ordinary pages, so no huge page is ever mostly empty.
-fn mapped(total: usize, contents: &[Vec<Bytes>]) -> Option<Bytes> {
+fn mapped(
+    total: usize,
+    contents: &[Vec<Bytes>],
+    check: &(impl Fn(usize, &[u8]) -> bool + Sync),
+) -> Option<(Bytes, Vec<bool>)> {
     let mut map = memmap2::MmapMut::map_anon(total + HUGE_PAGE).ok()?;
     let start = (HUGE_PAGE - map.as_ptr() as usize % HUGE_PAGE) % HUGE_PAGE;
     // Advice only: without transparent huge pages this is ordinary memory.
     let _ = map.advise_range(memmap2::Advice::HugePage, start, total / HUGE_PAGE * HUGE_PAGE);
-    let mut pieces = Vec::new();
-    let mut rest: &mut [u8] = &mut map[start..start + total];
-    for piece in contents.iter().flatten() {
-        let (head, tail) = rest.split_at_mut(piece.len());
-        pieces.push((head, piece));
-        rest = tail;
-    }
-    // Both cores copy: a fresh slab's first touch of each page is the cost.
-    pieces.into_par_iter().with_min_len(PIECES_PER_TASK).for_each(|(to, from)| to.copy_from_slice(from));
-    Some(Bytes::from_owner(map.make_read_only().ok()?).slice(start..start + total))
+    let passed = copy_and_check(&mut map[start..start + total], contents, check);
+    Some((Bytes::from_owner(map.make_read_only().ok()?).slice(start..start + total), passed))
 }
 
-fn heap(total: usize, contents: &[Vec<Bytes>]) -> Bytes {
-    let mut slab = Vec::with_capacity(total);
-    for piece in contents.iter().flatten() {
-        slab.extend_from_slice(piece);
+fn heap(total: usize, contents: &[Vec<Bytes>], check: &(impl Fn(usize, &[u8]) -> bool + Sync)) -> (Bytes, Vec<bool>) {
+    let mut slab = vec![0; total];
+    let passed = copy_and_check(&mut slab, contents, check);
+    (Bytes::from(slab), passed)
+}
+
+/// Copies the contents side by side into `slab`, checking each as it lands;
+/// on every core, since a fresh slab's first touch of each page is a cost.
+fn copy_and_check(
+    slab: &mut [u8],
+    contents: &[Vec<Bytes>],
+    check: &(impl Fn(usize, &[u8]) -> bool + Sync),
+) -> Vec<bool> {
+    let mut places = Vec::with_capacity(contents.len());
+    let mut rest = slab;
+    for (i, pieces) in contents.iter().enumerate() {
+        let (place, tail) = rest.split_at_mut(pieces.iter().map(Bytes::len).sum());
+        places.push((i, place, pieces));
+        rest = tail;
     }
-    Bytes::from(slab)
+    places
+        .into_par_iter()
+        .with_min_len(CONTENTS_PER_TASK)
+        .map(|(i, place, pieces)| {
+            let mut at = 0;
+            for piece in pieces {
+                place[at..at + piece.len()].copy_from_slice(piece);
+                at += piece.len();
+            }
+            check(i, place)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -92,7 +119,7 @@ mod tests {
             [&[][..], &[0, 5, 0], &[1_500, 3, 999, 1_000, 1_001], &[HUGE_PAGE / 2, HUGE_PAGE / 2 + 7, 0, 12_345]]
         {
             let contents = contents(sizes);
-            let packed = pack(&contents);
+            let packed: Vec<Bytes> = pack(&contents, |_, _| true).into_iter().flatten().collect();
             assert_eq!(packed.len(), contents.len());
             for (packed, pieces) in packed.iter().zip(&contents) {
                 assert_eq!(packed[..], joined(pieces)[..]);
@@ -104,12 +131,23 @@ mod tests {
 
     #[test]
     fn contents_share_one_slab() {
-        let packed = pack(&contents(&[HUGE_PAGE, 10, 20]));
+        let packed: Vec<Bytes> = pack(&contents(&[HUGE_PAGE, 10, 20]), |_, _| true).into_iter().flatten().collect();
         // Side by side, in one block: each starts where the one before ends.
         for pair in packed.windows(2) {
             assert_eq!(pair[0].as_ptr().wrapping_add(pair[0].len()), pair[1].as_ptr());
         }
-        let small = pack(&contents(&[10, 20]));
+        let small: Vec<Bytes> = pack(&contents(&[10, 20]), |_, _| true).into_iter().flatten().collect();
         assert_eq!(small[0].as_ptr().wrapping_add(10), small[1].as_ptr());
+    }
+
+    #[test]
+    fn a_content_that_fails_its_check_is_left_out() {
+        for sizes in [&[10, 20, 30][..], &[HUGE_PAGE, 20, 30]] {
+            let contents = contents(sizes);
+            let packed = pack(&contents, |i, bytes| i != 1 && bytes == joined(&contents[i]));
+            assert_eq!(packed[0].as_deref(), Some(&joined(&contents[0])[..]));
+            assert_eq!(packed[1], None);
+            assert_eq!(packed[2].as_deref(), Some(&joined(&contents[2])[..]));
+        }
     }
 }

@@ -13,9 +13,6 @@ use rayon::prelude::*;
 
 /// Below this a slab cannot hold a huge page, and is ordinary heap memory.
 const HUGE_PAGE: usize = 2 << 20;
-/// Contents each copying task takes at least: contents are often a few
-/// hundred bytes, too little for a task of their own.
-const CONTENTS_PER_TASK: usize = 16;
 
 /// Copies each content (given as its pieces, in order) into one new slab
 /// and returns the contents as slices of it, in the same order. Each
@@ -81,7 +78,6 @@ fn copy_and_check(
     }
     places
         .into_par_iter()
-        .with_min_len(CONTENTS_PER_TASK)
         .map(|(i, place, pieces)| {
             let mut at = 0;
             for piece in pieces {

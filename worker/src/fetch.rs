@@ -89,10 +89,11 @@ impl Fetcher {
 
     /// Streams the content of `hashes` from the front into the cache. The
     /// contents are taken in groups of about [`GROUP_BYTES`] as they become
-    /// whole, while the rest is still arriving: each group is checked
-    /// against its hashes on the scan pool and copied out of the received
-    /// messages into a slab of its own (see [`crate::slab`]), so received
-    /// messages are held until their group is copied, not to the end.
+    /// whole, while the rest is still arriving: on the scan pool, each group
+    /// is copied out of the received messages into a slab of its own (see
+    /// [`crate::slab`]), each content checked against its hash as it lands,
+    /// so received messages are held until their group is copied, not to
+    /// the end.
     async fn stream_batch(&self, hashes: &[String]) -> Result<Vec<Checked>, String> {
         let request = GetContentRequest { hashes: hashes.to_vec() };
         let token = self.token.as_deref();

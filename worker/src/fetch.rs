@@ -28,17 +28,22 @@ pub struct Fetcher {
     front: Channel,
     cache: Arc<ContentCache>,
     token: Option<String>,
+    /// Whether content is hashed and checked before it is cached.
+    verify: bool,
     /// Held by the one background prefetch that may run; fetches wait for
     /// it, so content being prefetched is never fetched twice.
     prefetching: Arc<tokio::sync::Mutex<()>>,
 }
 
-/// Content checked against its hash, or why it cannot be used.
+/// Content as fetched (checked against its hash when the fetcher verifies),
+/// or why it cannot be used.
 type Checked = Result<Bytes, String>;
 
 impl Fetcher {
-    pub fn new(front: Channel, cache: Arc<ContentCache>, token: Option<String>) -> Self {
-        Self { front, cache, token, prefetching: Arc::default() }
+    /// With `verify`, every content fetched is hashed and refused unless it
+    /// matches the hash it was asked for.
+    pub fn new(front: Channel, cache: Arc<ContentCache>, token: Option<String>, verify: bool) -> Self {
+        Self { front, cache, token, verify, prefetching: Arc::default() }
     }
 
     pub fn cache(&self) -> &ContentCache {
@@ -47,7 +52,8 @@ impl Fetcher {
 
     /// Content for every hash, in order; a failure is kept per file. Cached
     /// content is served at once; the rest comes from the front in batches
-    /// and is checked against its hash (on every core) before it is cached.
+    /// (and, when the fetcher verifies, is checked against its hash on every
+    /// core) before it is cached.
     pub async fn fetch_all(&self, hashes: Vec<String>) -> Vec<Checked> {
         self.fetch_counted(hashes).await.0
     }
@@ -91,9 +97,9 @@ impl Fetcher {
     /// contents are taken in groups of about [`GROUP_BYTES`] as they become
     /// whole, while the rest is still arriving: on the scan pool, each group
     /// is copied out of the received messages into a slab of its own (see
-    /// [`crate::slab`]), each content checked against its hash as it lands,
-    /// so received messages are held until their group is copied, not to
-    /// the end.
+    /// [`crate::slab`]), each content checked against its hash as it lands
+    /// when the fetcher verifies, so received messages are held until their
+    /// group is copied, not to the end.
     async fn stream_batch(&self, hashes: &[String]) -> Result<Vec<Checked>, String> {
         let request = GetContentRequest { hashes: hashes.to_vec() };
         let token = self.token.as_deref();
@@ -108,13 +114,13 @@ impl Fetcher {
                 group_bytes += whole.pieces.iter().map(Bytes::len).sum::<usize>();
                 group.push(whole);
                 if group_bytes >= GROUP_BYTES {
-                    groups.push(check_and_pack(hashes, std::mem::take(&mut group)));
+                    groups.push(check_and_pack(hashes, std::mem::take(&mut group), self.verify));
                     group_bytes = 0;
                 }
             }
         }
         if !group.is_empty() {
-            groups.push(check_and_pack(hashes, group));
+            groups.push(check_and_pack(hashes, group, self.verify));
         }
         let mut results: Vec<Checked> = assembler.finish();
         for group in groups {
@@ -201,15 +207,19 @@ impl Assembler {
     }
 }
 
-/// Copies whole contents into one slab on the scan pool, checking each
-/// against its hash as it lands (content is addressed by hash, so it is
-/// checked before it is cached for good).
-fn check_and_pack(hashes: &[String], whole: Vec<Whole>) -> tokio::sync::oneshot::Receiver<Vec<(usize, Checked)>> {
+/// Copies whole contents into one slab on the scan pool; with `verify`,
+/// checks each against its hash as it lands, before it is cached for good.
+fn check_and_pack(
+    hashes: &[String],
+    whole: Vec<Whole>,
+    verify: bool,
+) -> tokio::sync::oneshot::Receiver<Vec<(usize, Checked)>> {
     let expected: Vec<String> = whole.iter().map(|w| hashes[w.index].clone()).collect();
     let (indices, pieces): (Vec<usize>, Vec<Vec<Bytes>>) = whole.into_iter().map(|w| (w.index, w.pieces)).unzip();
     let (sender, receiver) = tokio::sync::oneshot::channel();
     rayon::spawn(move || {
-        let packed = crate::slab::pack(&pieces, |i, content| blake3::hash(content).to_hex().as_str() == expected[i]);
+        let packed =
+            crate::slab::pack(&pieces, |i, content| !verify || blake3::hash(content).to_hex().as_str() == expected[i]);
         let checked = indices
             .into_iter()
             .zip(packed)
@@ -271,11 +281,24 @@ mod tests {
             Whole { index: 0, pieces: vec![message.slice(..2), message.slice(2..5)] },
             Whole { index: 1, pieces: vec![message.slice(5..)] },
         ];
-        let mut checked = check_and_pack(&hashes, whole).await.unwrap();
+        let mut checked = check_and_pack(&hashes, whole, true).await.unwrap();
         checked.sort_by_key(|(i, _)| *i);
         let right = checked[0].1.clone().unwrap();
         assert_eq!(right, Bytes::from_static(b"right"));
         assert!(!message.as_ptr_range().contains(&right.as_ptr()), "copied out of the message");
         assert_eq!(checked[1], (1, Err("content from the front does not match its hash".to_owned())));
+    }
+
+    #[tokio::test]
+    async fn without_verifying_contents_are_taken_as_they_came() {
+        let hashes = vec![blake3::hash(b"other").to_hex().to_string()];
+        let message = Bytes::from_static(b"wrong");
+        let whole = vec![Whole { index: 0, pieces: vec![message.slice(..3), message.slice(3..)] }];
+        let checked = check_and_pack(&hashes, whole, false).await.unwrap();
+        assert_eq!(checked, [(0, Ok(Bytes::from_static(b"wrong")))]);
+        assert!(
+            !message.as_ptr_range().contains(&checked[0].1.as_ref().unwrap().as_ptr()),
+            "copied out of the message"
+        );
     }
 }

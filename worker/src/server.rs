@@ -58,7 +58,7 @@ pub async fn serve(
         .max_frame_size(CONTENT_FRAME)
         .connect_lazy();
     let cache = Arc::new(ContentCache::new(config.cache_bytes));
-    let fetcher = Fetcher::new(front, cache.clone(), config.token.clone());
+    let fetcher = Fetcher::new(front, cache.clone(), config.token.clone(), config.verify_content);
     if let Some(address) = config.metrics_listen {
         metrics_exporter_prometheus::PrometheusBuilder::new()
             .with_http_listener(address)

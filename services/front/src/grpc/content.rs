@@ -70,7 +70,9 @@ impl ContentStore for ContentService {
             for (index, hash) in hashes.iter().enumerate() {
                 let index = u32::try_from(index).unwrap_or(u32::MAX);
                 let content = match Hash::from_hex(hash) {
-                    // The worker hashes what it receives, so the front need not.
+                    // Not hashed again: content was hashed as it was written,
+                    // sled checks what it reads from disk, and a worker started
+                    // with --verify-content hashes what it receives.
                     Some(hash) => match store.content_chunks_unverified(hash) {
                         Ok(Some(chunks)) => Ok(chunks),
                         Ok(None) => Err("no content has this hash".to_owned()),

@@ -69,8 +69,8 @@ pub fn read(tree: &sled::Tree, hash: Hash) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Reads the content of `hash` without hashing it again: for readers that
-/// verify it themselves (workers check every byte they receive).
+/// Reads the content of `hash` without hashing it again (sled has checked
+/// what it read from disk against its checksums).
 pub fn read_unverified(tree: &sled::Tree, hash: Hash) -> Result<Vec<u8>> {
     read_if_stored(tree, hash)?.ok_or_else(|| missing(hash))
 }

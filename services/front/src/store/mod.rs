@@ -362,8 +362,8 @@ impl Store {
         Ok(pruned)
     }
 
-    /// The bytes with this hash, for a reader that verifies them itself;
-    /// `None` when no content has this hash.
+    /// The bytes with this hash, not hashed again (for workers, which may
+    /// hash them themselves); `None` when no content has this hash.
     pub fn content_unverified(&self, hash: Hash) -> Result<Option<Vec<u8>>> {
         content::read_if_stored(&self.trees().content, hash)
     }

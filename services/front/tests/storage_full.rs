@@ -10,8 +10,10 @@ mod support;
 use std::process::Command;
 
 use agentvfs_proto::v1 as pb;
+use agentvfs_proto::v1::file_system_client::FileSystemClient;
 use support::{Front, assert_error, read, write_bytes, write_text};
 use tonic::Code;
+use tonic::transport::Channel;
 
 struct Tmpfs(std::path::PathBuf);
 
@@ -39,12 +41,9 @@ async fn a_full_disk_refuses_writes_and_keeps_reads() {
     // Room an operator can free later.
     let ballast = dir.path().join("ballast");
     std::fs::write(&ballast, vec![1u8; 16 << 20]).unwrap();
-    // The reserve is what removal has to work with: sled rewrites the
-    // leaves that held the removed chunks, so removing content takes free
-    // space of about two thirds of its size here (7-11 MB to remove the
-    // 14 MB written below). With a reserve of 16 MB against 24 MB written,
-    // removal sometimes ran out of disk.
-    let front = Front::start_at_with("127.0.0.1:0", dir.path(), &["--min-free-bytes", "32000000"]).await;
+    // Writes stop 16 MB short of full, with a store of about 30 MB: more
+    // room than removing one file may take, less than removing them all may.
+    let front = Front::start_at_with("127.0.0.1:0", dir.path(), &["--min-free-bytes", "16000000"]).await;
     front.space("s").await;
     let mut fs = front.fs().await;
     fs.write(write_text("s", "/kept.txt", "still readable\n")).await.unwrap();
@@ -52,24 +51,53 @@ async fn a_full_disk_refuses_writes_and_keeps_reads() {
     for i in 0..200u32 {
         // Distinct content, so nothing is deduplicated.
         let body: Vec<u8> = (0..1_000_000u32).map(|b| (b.wrapping_mul(31).wrapping_add(i * 7) % 251) as u8).collect();
-        match fs.write(write_bytes("s", &format!("/fill/{i}.bin"), &body)).await {
-            Ok(_) => {}
+        if let Err(status) = fs.write(write_bytes("s", &format!("/fill/{i}.bin"), &body)).await {
+            full = Some((i, status));
+            break;
+        }
+    }
+    let (written, status) = full.expect("a 64 MiB disk fills up");
+    assert_error(&status, Code::ResourceExhausted, "STORAGE_FULL");
+    assert_eq!(kept(&mut fs).await, "still readable\n");
+    let list = fs.list(pb::ListRequest { space: "s".into(), ..Default::default() }).await.unwrap();
+    assert!(!list.into_inner().entries.is_empty());
+
+    // Removing content makes sled rewrite the pages that held it, which
+    // takes room for a while. Removing everything at once might take more
+    // than is left, and a write sled cannot finish would fail every write
+    // after it, so it is refused before anything changes.
+    let remove = |path: String| pb::RemoveRequest { space: "s".into(), path, recursive: true, ..Default::default() };
+    let refused = front.admin().await.remove(remove("/fill".into())).await.unwrap_err();
+    assert_error(&refused, Code::ResourceExhausted, "STORAGE_FULL");
+    assert!(support::metadata(&refused, "nextAction").contains("fewer files"), "{refused:?}");
+    // A file at a time goes through, until the room left runs short.
+    let mut removed = 0;
+    while removed < written {
+        match front.admin().await.remove(remove(format!("/fill/{removed}.bin"))).await {
+            Ok(_) => removed += 1,
             Err(status) => {
-                full = Some(status);
+                assert_error(&status, Code::ResourceExhausted, "STORAGE_FULL");
                 break;
             }
         }
     }
-    let status = full.expect("a 64 MiB disk fills up");
-    assert_error(&status, Code::ResourceExhausted, "STORAGE_FULL");
-    assert_eq!(fs.read(read("s", "/kept.txt")).await.unwrap().into_inner().content, "still readable\n");
-    let list = fs.list(pb::ListRequest { space: "s".into(), ..Default::default() }).await.unwrap();
-    assert!(!list.into_inner().entries.is_empty());
-    // Removal keeps working on a full disk.
-    let remove = pb::RemoveRequest { space: "s".into(), path: "/fill".into(), recursive: true, ..Default::default() };
-    front.admin().await.remove(remove).await.unwrap();
-    // Once an operator frees room, writes resume; nothing acknowledged was lost.
+    assert!(removed > 0, "removing one file fits in the reserve");
+    assert_eq!(kept(&mut fs).await, "still readable\n");
+
+    // Once an operator frees room, writes and removals work again: the
+    // store never failed a write half way. Nothing acknowledged was lost.
     std::fs::remove_file(&ballast).unwrap();
     fs.write(write_text("s", "/after.txt", "written after the disk was freed\n")).await.unwrap();
-    assert_eq!(fs.read(read("s", "/kept.txt")).await.unwrap().into_inner().content, "still readable\n");
+    if removed < written {
+        front.admin().await.remove(remove(format!("/fill/{removed}.bin"))).await.unwrap();
+    }
+    assert_eq!(kept(&mut fs).await, "still readable\n");
+    let fill = pb::ListRequest { space: "s".into(), path: "/fill".into(), ..Default::default() };
+    let left = fs.list(fill).await.unwrap().into_inner().entries.len() as u32;
+    assert_eq!(left, written - (removed + 1).min(written), "the files not removed are all there");
+}
+
+/// The content of `/kept.txt`.
+async fn kept(fs: &mut FileSystemClient<Channel>) -> String {
+    fs.read(read("s", "/kept.txt")).await.unwrap().into_inner().content
 }

@@ -50,10 +50,12 @@ pub(crate) struct Commit {
 pub(crate) enum Purge {
     /// A history key of a removed path.
     History(Vec<u8>),
-    /// A version record, with the content reference it releases.
+    /// A version record, with the content reference it releases and the
+    /// size of that content.
     Version {
         key: Vec<u8>,
         hash: Hash,
+        size: u64,
     },
     Node(NodeId),
 }
@@ -236,8 +238,9 @@ impl Store {
 
     /// Applies several commits (of different spaces) in one transaction.
     pub(crate) fn apply_all(&self, commits: &[&Commit]) -> Result<()> {
-        // Only commits that bring new content are refused on a full disk:
-        // trash and removal must keep working to free room.
+        // Commits that bring new content are refused on a nearly full disk;
+        // trash and removal keep working to free room, within what sled may
+        // need to rewrite the pages that held the content they release.
         let incoming: u64 = commits
             .iter()
             .flat_map(|c| c.versions.iter())
@@ -247,6 +250,15 @@ impl Store {
         if incoming > 0 {
             self.check_free_space(incoming)?;
         }
+        let released: u64 = commits
+            .iter()
+            .flat_map(|c| c.purge.iter())
+            .map(|purge| match purge {
+                Purge::Version { size, .. } => size.div_ceil(content::CHUNK_SIZE as u64),
+                Purge::History(_) | Purge::Node(_) => 0,
+            })
+            .sum();
+        self.check_room_to_release(released)?;
         let t = self.trees();
         let prepared: Vec<Prepared> = commits.iter().map(|commit| Prepared::new(commit)).collect();
         fault_point!("store::before_commit");
@@ -327,7 +339,7 @@ impl Store {
                                 Purge::History(key) => {
                                     history.remove(key.as_slice())?;
                                 }
-                                Purge::Version { key, hash } => {
+                                Purge::Version { key, hash, .. } => {
                                     if versions.remove(key.as_slice())?.is_some() {
                                         content::drop_ref(content, *hash)?;
                                     }

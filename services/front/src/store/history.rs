@@ -114,6 +114,9 @@ impl Store {
             if record.revision >= floor || needed.contains(&(node, number)) {
                 continue;
             }
+            // What was dropped so far stays dropped; compacting again goes on.
+            self.check_room_to_release(record.size.div_ceil(content::CHUNK_SIZE as u64))
+                .map_err(|e| e.with("versionsDropped", out.versions_dropped))?;
             use sled::Transactional;
             let freed = (&t.versions, &t.content).transaction(|(versions, content)| {
                 if versions.remove(&key)?.is_some() {

@@ -48,6 +48,13 @@ const FORMAT_KEY: &[u8] = b"format";
 const FORMAT: &[u8] = b"agentvfs-store-1";
 const LOCK_STRIPES: usize = 64;
 
+/// Disk room to reserve per content chunk a change releases: sled's page
+/// rewrites took up to five times the bytes removed (see
+/// [`Store::check_room_to_release`]); this allows eight.
+const REWRITE_PER_CHUNK: u64 = 8 * content::CHUNK_SIZE as u64;
+/// Disk room a releasing change needs besides its rewrites, for its records.
+const RELEASE_SLACK: u64 = 1 << 20;
+
 /// Size limits the store enforces on content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreLimits {
@@ -219,9 +226,7 @@ impl Store {
     /// Refuses a change of about `incoming` bytes when the disk would be left
     /// with less than the configured free space.
     pub fn check_free_space(&self, incoming: u64) -> Result<()> {
-        let stat = rustix::fs::statvfs(&self.inner.dir)
-            .map_err(|e| Error::internal(format!("cannot read free space of the data directory: {e}")))?;
-        let available = stat.f_bavail.saturating_mul(stat.f_frsize);
+        let available = self.available_bytes()?;
         // sled may write a value more than once (log, then page) before it compacts.
         let needed = self.inner.limits.min_free_bytes.saturating_add(incoming.saturating_mul(2));
         if available < needed {
@@ -229,6 +234,40 @@ impl Store {
                 .with("availableBytes", available));
         }
         Ok(())
+    }
+
+    /// Refuses a change that releases `chunks` stored content chunks when
+    /// sled could run the disk out of space doing it. Removing content makes
+    /// sled rewrite the pages that held it, and for a while the old and new
+    /// pages both take room: scattered removals from a large store took up
+    /// to five times the bytes removed here. Such a change may use the
+    /// reserve that `min_free_bytes` keeps (that is what it is for), but a
+    /// write sled cannot finish fails every later write until a restart, so
+    /// it must not go past it.
+    pub fn check_room_to_release(&self, chunks: u64) -> Result<()> {
+        if chunks == 0 {
+            return Ok(());
+        }
+        let available = self.available_bytes()?;
+        let rewrite = chunks.saturating_mul(REWRITE_PER_CHUNK).min(self.size_on_disk()?);
+        let needed = rewrite.saturating_add(RELEASE_SLACK);
+        if available < needed {
+            return Err(Error::new(
+                Reason::StorageFull,
+                "The server's disk is too full to remove this much stored content safely at once.",
+            )
+            .with("availableBytes", available)
+            .with("neededBytes", needed)
+            .next_action("Remove fewer files at a time, or tell an operator to free disk space."));
+        }
+        Ok(())
+    }
+
+    /// Free bytes on the disk of the data directory.
+    fn available_bytes(&self) -> Result<u64> {
+        let stat = rustix::fs::statvfs(&self.inner.dir)
+            .map_err(|e| Error::internal(format!("cannot read free space of the data directory: {e}")))?;
+        Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
     }
 
     /// Bytes the store occupies on disk.

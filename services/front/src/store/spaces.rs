@@ -186,13 +186,21 @@ impl Store {
         Ok(())
     }
 
+    /// Purges a deleted space's data. On a disk too full to release its
+    /// content safely (see [`Store::check_room_to_release`]) it stops, and
+    /// the purge resumes at the next open.
     fn purge_space(&self, id: SpaceId) -> Result<()> {
         let t = self.trees();
         let prefix = id.to_bytes();
         // Versions first, each with its content reference, so content is
         // released exactly once even if the purge is interrupted.
-        for key in t.versions.scan_prefix(prefix).keys() {
-            let key = key?;
+        for item in t.versions.scan_prefix(prefix) {
+            let (key, value) = item?;
+            let size = decode::<VersionRecord>(&value)?.size;
+            if let Err(error) = self.check_room_to_release(size.div_ceil(content::CHUNK_SIZE as u64)) {
+                tracing::warn!(space = %id, %error, "purge of a deleted space paused; it resumes at the next start");
+                return Ok(());
+            }
             (&t.versions, &t.content).transaction(|(versions, content)| {
                 if let Some(raw) = versions.remove(key.as_ref())? {
                     let record: VersionRecord = decode(&raw).map_err(ConflictableTransactionError::Abort)?;

@@ -273,7 +273,7 @@ impl Commit {
         for item in t.versions.scan_prefix(keys::versions_prefix(self.space.id, node)) {
             let (key, value) = item?;
             let record: VersionRecord = decode(&value)?;
-            self.purge.push(Purge::Version { key: key.to_vec(), hash: record.hash });
+            self.purge.push(Purge::Version { key: key.to_vec(), hash: record.hash, size: record.size });
         }
         self.purge.push(Purge::Node(node));
         Ok(())

@@ -47,17 +47,7 @@ async fn a_full_disk_refuses_writes_and_keeps_reads() {
     front.space("s").await;
     let mut fs = front.fs().await;
     fs.write(write_text("s", "/kept.txt", "still readable\n")).await.unwrap();
-    let mut full = None;
-    for i in 0..200u32 {
-        // Distinct content, so nothing is deduplicated.
-        let body: Vec<u8> = (0..1_000_000u32).map(|b| (b.wrapping_mul(31).wrapping_add(i * 7) % 251) as u8).collect();
-        if let Err(status) = fs.write(write_bytes("s", &format!("/fill/{i}.bin"), &body)).await {
-            full = Some((i, status));
-            break;
-        }
-    }
-    let (written, status) = full.expect("a 64 MiB disk fills up");
-    assert_error(&status, Code::ResourceExhausted, "STORAGE_FULL");
+    let written = fill(&mut fs, "s").await;
     assert_eq!(kept(&mut fs).await, "still readable\n");
     let list = fs.list(pb::ListRequest { space: "s".into(), ..Default::default() }).await.unwrap();
     assert!(!list.into_inner().entries.is_empty());
@@ -95,6 +85,53 @@ async fn a_full_disk_refuses_writes_and_keeps_reads() {
     let fill = pb::ListRequest { space: "s".into(), path: "/fill".into(), ..Default::default() };
     let left = fs.list(fill).await.unwrap().into_inner().entries.len() as u32;
     assert_eq!(left, written - (removed + 1).min(written), "the files not removed are all there");
+}
+
+#[tokio::test]
+async fn deleting_a_space_on_a_full_disk_never_fails_a_write_half_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(_mount) = Tmpfs::mount(dir.path(), "64m") else {
+        eprintln!("storage_full: not run: mounting a tmpfs needs root");
+        return;
+    };
+    let ballast = dir.path().join("ballast");
+    std::fs::write(&ballast, vec![1u8; 16 << 20]).unwrap();
+    let mut front = Front::start_at_with("127.0.0.1:0", dir.path(), &["--min-free-bytes", "16000000"]).await;
+    front.space("s").await;
+    let big = front.space("big").await;
+    let mut fs = front.fs().await;
+    fs.write(write_text("s", "/kept.txt", "still readable\n")).await.unwrap();
+    fill(&mut fs, "big").await;
+    // The space goes at once; its content is purged as far as the room
+    // left allows, and the rest at the next start.
+    let delete = pb::DeleteSpaceRequest { space: big, confirm: "big".into(), ..Default::default() };
+    front.admin().await.delete_space(delete).await.unwrap();
+    let gone = fs.list(pb::ListRequest { space: "big".into(), ..Default::default() }).await.unwrap_err();
+    assert_eq!(gone.code(), Code::NotFound, "{gone:?}");
+    assert_eq!(kept(&mut fs).await, "still readable\n");
+    // The store never failed a write half way: once room is freed, writes
+    // work without a restart, and a restart finishes the purge.
+    std::fs::remove_file(&ballast).unwrap();
+    fs.write(write_text("s", "/after.txt", "written after the disk was freed\n")).await.unwrap();
+    front.crash_and_restart().await;
+    let mut fs = front.fs().await;
+    assert_eq!(kept(&mut fs).await, "still readable\n");
+    let after = fs.read(read("s", "/after.txt")).await.unwrap().into_inner().content;
+    assert_eq!(after, "written after the disk was freed\n");
+}
+
+/// Writes distinct 1 MB files into `space` until the disk is full; returns
+/// how many were written.
+async fn fill(fs: &mut FileSystemClient<Channel>, space: &str) -> u32 {
+    for i in 0..200u32 {
+        // Distinct content, so nothing is deduplicated.
+        let body: Vec<u8> = (0..1_000_000u32).map(|b| (b.wrapping_mul(31).wrapping_add(i * 7) % 251) as u8).collect();
+        if let Err(status) = fs.write(write_bytes(space, &format!("/fill/{i}.bin"), &body)).await {
+            assert_error(&status, Code::ResourceExhausted, "STORAGE_FULL");
+            return i;
+        }
+    }
+    panic!("a 64 MiB disk fills up");
 }
 
 /// The content of `/kept.txt`.

@@ -249,7 +249,11 @@ impl Store {
             return Ok(());
         }
         let available = self.available_bytes()?;
-        let rewrite = chunks.saturating_mul(REWRITE_PER_CHUNK).min(self.size_on_disk()?);
+        let mut rewrite = chunks.saturating_mul(REWRITE_PER_CHUNK);
+        if available < rewrite.saturating_add(RELEASE_SLACK) {
+            // sled cannot rewrite more than it holds (looked up only when it matters).
+            rewrite = rewrite.min(self.size_on_disk()?);
+        }
         let needed = rewrite.saturating_add(RELEASE_SLACK);
         if available < needed {
             return Err(Error::new(

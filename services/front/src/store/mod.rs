@@ -241,9 +241,10 @@ impl Store {
     /// sled rewrite the pages that held it, and for a while the old and new
     /// pages both take room: scattered removals from a large store took up
     /// to five times the bytes removed here. Such a change may use the
-    /// reserve that `min_free_bytes` keeps (that is what it is for), but a
-    /// write sled cannot finish fails every later write until a restart, so
-    /// it must not go past it.
+    /// reserve that `min_free_bytes` keeps (that is what it is for), but not
+    /// go past it: once sled has failed a write for want of disk, every later
+    /// write hangs (until the call times out), even after room is freed,
+    /// until the front restarts.
     pub fn check_room_to_release(&self, chunks: u64) -> Result<()> {
         if chunks == 0 {
             return Ok(());

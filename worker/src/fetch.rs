@@ -214,7 +214,8 @@ fn check_and_pack(
     whole: Vec<Whole>,
     verify: bool,
 ) -> tokio::sync::oneshot::Receiver<Vec<(usize, Checked)>> {
-    let expected: Vec<String> = whole.iter().map(|w| hashes[w.index].clone()).collect();
+    let expected: Vec<String> =
+        if verify { whole.iter().map(|w| hashes[w.index].clone()).collect() } else { Vec::new() };
     let (indices, pieces): (Vec<usize>, Vec<Vec<Bytes>>) = whole.into_iter().map(|w| (w.index, w.pieces)).unzip();
     let (sender, receiver) = tokio::sync::oneshot::channel();
     rayon::spawn(move || {

@@ -31,19 +31,39 @@ impl Drop for Tmpfs {
     }
 }
 
+/// A 64 MiB tmpfs holding 16 MiB of ballast, room an operator can free later.
+struct SmallDisk {
+    // Unmounted before the directory is removed.
+    _mount: Tmpfs,
+    dir: tempfile::TempDir,
+    ballast: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    /// `None` (saying why) where a tmpfs cannot be mounted.
+    fn mount() -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(mount) = Tmpfs::mount(dir.path(), "64m") else {
+            eprintln!("storage_full: not run: mounting a tmpfs needs root");
+            return None;
+        };
+        let ballast = dir.path().join("ballast");
+        std::fs::write(&ballast, vec![1u8; 16 << 20]).unwrap();
+        Some(SmallDisk { _mount: mount, dir, ballast })
+    }
+
+    /// A front on the disk whose writes stop 16 MB short of full, with a
+    /// store of about 30 MB: more room than removing one file may take,
+    /// less than removing them all may.
+    async fn front(&self) -> Front {
+        Front::start_at_with("127.0.0.1:0", self.dir.path(), &["--min-free-bytes", "16000000"]).await
+    }
+}
+
 #[tokio::test]
 async fn a_full_disk_refuses_writes_and_keeps_reads() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(_mount) = Tmpfs::mount(dir.path(), "64m") else {
-        eprintln!("storage_full: not run: mounting a tmpfs needs root");
-        return;
-    };
-    // Room an operator can free later.
-    let ballast = dir.path().join("ballast");
-    std::fs::write(&ballast, vec![1u8; 16 << 20]).unwrap();
-    // Writes stop 16 MB short of full, with a store of about 30 MB: more
-    // room than removing one file may take, less than removing them all may.
-    let front = Front::start_at_with("127.0.0.1:0", dir.path(), &["--min-free-bytes", "16000000"]).await;
+    let Some(disk) = SmallDisk::mount() else { return };
+    let front = disk.front().await;
     front.space("s").await;
     let mut fs = front.fs().await;
     fs.write(write_text("s", "/kept.txt", "still readable\n")).await.unwrap();
@@ -76,7 +96,7 @@ async fn a_full_disk_refuses_writes_and_keeps_reads() {
 
     // Once an operator frees room, writes and removals work again: the
     // store never failed a write half way. Nothing acknowledged was lost.
-    std::fs::remove_file(&ballast).unwrap();
+    std::fs::remove_file(&disk.ballast).unwrap();
     fs.write(write_text("s", "/after.txt", "written after the disk was freed\n")).await.unwrap();
     if removed < written {
         front.admin().await.remove(remove(format!("/fill/{removed}.bin"))).await.unwrap();
@@ -89,14 +109,8 @@ async fn a_full_disk_refuses_writes_and_keeps_reads() {
 
 #[tokio::test]
 async fn deleting_a_space_on_a_full_disk_never_fails_a_write_half_way() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(_mount) = Tmpfs::mount(dir.path(), "64m") else {
-        eprintln!("storage_full: not run: mounting a tmpfs needs root");
-        return;
-    };
-    let ballast = dir.path().join("ballast");
-    std::fs::write(&ballast, vec![1u8; 16 << 20]).unwrap();
-    let mut front = Front::start_at_with("127.0.0.1:0", dir.path(), &["--min-free-bytes", "16000000"]).await;
+    let Some(disk) = SmallDisk::mount() else { return };
+    let mut front = disk.front().await;
     front.space("s").await;
     let big = front.space("big").await;
     let mut fs = front.fs().await;
@@ -111,7 +125,7 @@ async fn deleting_a_space_on_a_full_disk_never_fails_a_write_half_way() {
     assert_eq!(kept(&mut fs).await, "still readable\n");
     // The store never failed a write half way: once room is freed, writes
     // work without a restart, and a restart finishes the purge.
-    std::fs::remove_file(&ballast).unwrap();
+    std::fs::remove_file(&disk.ballast).unwrap();
     fs.write(write_text("s", "/after.txt", "written after the disk was freed\n")).await.unwrap();
     front.crash_and_restart().await;
     let mut fs = front.fs().await;

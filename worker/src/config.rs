@@ -35,6 +35,14 @@ pub struct Options {
     /// CPU-seconds per GB fetched (as much as the rest of a cold scan).
     #[arg(long, env = "AGENTVFS_VERIFY_CONTENT", num_args = 0..=1, default_missing_value = "true")]
     pub verify_content: Option<bool>,
+    /// Map and touch all of the cache's memory at startup, before serving
+    /// (in huge pages where the kernel has them), instead of as content
+    /// arrives: the worker then holds its whole cache from the start, and
+    /// its first scans take no page faults (about a fifth of the worker's
+    /// CPU time on a cold scan otherwise). Off by default; the Kubernetes
+    /// manifests turn it on.
+    #[arg(long, env = "AGENTVFS_RESERVE_CACHE", num_args = 0..=1, default_missing_value = "true")]
+    pub reserve_cache: Option<bool>,
     /// Bearer token the worker presents to the front.
     #[arg(long, env = "AGENTVFS_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -57,6 +65,7 @@ pub struct Config {
     pub index_dir: PathBuf,
     pub cache_bytes: usize,
     pub verify_content: bool,
+    pub reserve_cache: bool,
     pub token: Option<String>,
     pub drain: Duration,
     pub json_logs: bool,
@@ -86,6 +95,7 @@ impl Options {
             index_dir: self.index_dir.or(file.index_dir).unwrap_or_else(|| PathBuf::from("./data/index")),
             cache_bytes: self.cache_bytes.or(file.cache_bytes).unwrap_or(512 << 20),
             verify_content: self.verify_content.or(file.verify_content).unwrap_or(false),
+            reserve_cache: self.reserve_cache.or(file.reserve_cache).unwrap_or(false),
             token: self.token.or(file.token),
             drain: Duration::from_secs(self.drain_seconds.or(file.drain_seconds).unwrap_or(20)),
             json_logs,

@@ -15,10 +15,9 @@ const MAX_CONTENT_BYTES: u64 = 64 << 20;
 /// whole page of files comes in one round trip.
 const BATCH: usize = 1_000;
 /// Contents are checked and copied into a slab together in groups, each
-/// closed once it holds this many bytes: two huge pages, so its slab is
-/// whole huge pages and a small tail, and soon enough to let the received
-/// messages go.
-const GROUP_BYTES: usize = 4 << 20;
+/// as large as fits in one of the pool's blocks (a content larger than a
+/// block goes alone); soon enough to let the received messages go.
+const GROUP_BYTES: usize = crate::slab::BLOCK;
 /// Largest message the front may send (a batch is about 1 MiB of content).
 const MAX_MESSAGE_BYTES: usize = 8 << 20;
 
@@ -38,6 +37,10 @@ pub struct Fetcher {
 /// Content as fetched (checked against its hash when the fetcher verifies),
 /// or why it cannot be used.
 type Checked = Result<Bytes, String>;
+
+/// Contents packed into one slab, each with its position in the batch, and
+/// the bytes of memory the slab takes.
+type PackedGroup = (Vec<(usize, Checked)>, usize);
 
 impl Fetcher {
     /// With `verify`, every content fetched is hashed and refused unless it
@@ -94,7 +97,7 @@ impl Fetcher {
     }
 
     /// Streams the content of `hashes` from the front into the cache. The
-    /// contents are taken in groups of about [`GROUP_BYTES`] as they become
+    /// contents are taken in groups of up to [`GROUP_BYTES`] as they become
     /// whole, while the rest is still arriving: on the scan pool, each group
     /// is copied out of the received messages into a slab of its own (see
     /// [`crate::slab`]), each content checked against its hash as it lands
@@ -111,27 +114,53 @@ impl Fetcher {
         while let Some(batch) = stream.message().await.map_err(|s| s.message().to_owned())? {
             for chunk in batch.chunks {
                 let Some(whole) = assembler.add(chunk)? else { continue };
-                group_bytes += whole.pieces.iter().map(Bytes::len).sum::<usize>();
-                group.push(whole);
-                if group_bytes >= GROUP_BYTES {
-                    groups.push(check_and_pack(hashes, std::mem::take(&mut group), self.verify));
+                let len = whole.pieces.iter().map(Bytes::len).sum::<usize>();
+                if group_bytes + len > GROUP_BYTES && !group.is_empty() {
+                    groups.push(self.check_and_pack(hashes, std::mem::take(&mut group)));
                     group_bytes = 0;
                 }
+                group_bytes += len;
+                group.push(whole);
             }
         }
         if !group.is_empty() {
-            groups.push(check_and_pack(hashes, group, self.verify));
+            groups.push(self.check_and_pack(hashes, group));
         }
         let mut results: Vec<Checked> = assembler.finish();
         for group in groups {
-            let checked = group.await.map_err(|_| "the content check stopped".to_owned())?;
+            let (checked, footprint) = group.await.map_err(|_| "the content check stopped".to_owned())?;
             let good = checked.iter().filter_map(|(i, r)| Some((hashes[*i].clone(), r.clone().ok()?)));
-            self.cache.insert(good.collect());
+            self.cache.insert(good.collect(), footprint);
             for (i, result) in checked {
                 results[i] = result;
             }
         }
         Ok(results)
+    }
+
+    /// Copies whole contents into one slab on the scan pool; when the
+    /// fetcher verifies, checks each against its hash as it lands, before it
+    /// is cached for good.
+    fn check_and_pack(&self, hashes: &[String], whole: Vec<Whole>) -> tokio::sync::oneshot::Receiver<PackedGroup> {
+        let verify = self.verify;
+        let expected: Vec<String> =
+            if verify { whole.iter().map(|w| hashes[w.index].clone()).collect() } else { Vec::new() };
+        let (indices, pieces): (Vec<usize>, Vec<Vec<Bytes>>) = whole.into_iter().map(|w| (w.index, w.pieces)).unzip();
+        let pool = self.cache.pool().clone();
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        rayon::spawn(move || {
+            let packed =
+                pool.pack(&pieces, |i, content| !verify || blake3::hash(content).to_hex().as_str() == expected[i]);
+            let checked = indices
+                .into_iter()
+                .zip(packed.contents)
+                .map(|(index, content)| {
+                    (index, content.ok_or_else(|| "content from the front does not match its hash".to_owned()))
+                })
+                .collect();
+            let _ = sender.send((checked, packed.footprint));
+        });
+        receiver
     }
 }
 
@@ -207,32 +236,6 @@ impl Assembler {
     }
 }
 
-/// Copies whole contents into one slab on the scan pool; with `verify`,
-/// checks each against its hash as it lands, before it is cached for good.
-fn check_and_pack(
-    hashes: &[String],
-    whole: Vec<Whole>,
-    verify: bool,
-) -> tokio::sync::oneshot::Receiver<Vec<(usize, Checked)>> {
-    let expected: Vec<String> =
-        if verify { whole.iter().map(|w| hashes[w.index].clone()).collect() } else { Vec::new() };
-    let (indices, pieces): (Vec<usize>, Vec<Vec<Bytes>>) = whole.into_iter().map(|w| (w.index, w.pieces)).unzip();
-    let (sender, receiver) = tokio::sync::oneshot::channel();
-    rayon::spawn(move || {
-        let packed =
-            crate::slab::pack(&pieces, |i, content| !verify || blake3::hash(content).to_hex().as_str() == expected[i]);
-        let checked = indices
-            .into_iter()
-            .zip(packed)
-            .map(|(index, content)| {
-                (index, content.ok_or_else(|| "content from the front does not match its hash".to_owned()))
-            })
-            .collect();
-        let _ = sender.send(checked);
-    });
-    receiver
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,6 +277,12 @@ mod tests {
         assert!(results[0].is_err() && results[1].is_err() && results[2].is_err());
     }
 
+    /// A fetcher whose front is never called.
+    fn fetcher(verify: bool) -> Fetcher {
+        let front = tonic::transport::Endpoint::from_static("http://127.0.0.1:9").connect_lazy();
+        Fetcher::new(front, Arc::new(ContentCache::new(1 << 20)), None, verify)
+    }
+
     #[tokio::test]
     async fn contents_that_do_not_match_their_hash_are_refused_and_the_rest_copied_out() {
         let hashes = vec![blake3::hash(b"right").to_hex().to_string(), blake3::hash(b"other").to_hex().to_string()];
@@ -282,7 +291,7 @@ mod tests {
             Whole { index: 0, pieces: vec![message.slice(..2), message.slice(2..5)] },
             Whole { index: 1, pieces: vec![message.slice(5..)] },
         ];
-        let mut checked = check_and_pack(&hashes, whole, true).await.unwrap();
+        let (mut checked, _) = fetcher(true).check_and_pack(&hashes, whole).await.unwrap();
         checked.sort_by_key(|(i, _)| *i);
         let right = checked[0].1.clone().unwrap();
         assert_eq!(right, Bytes::from_static(b"right"));
@@ -295,7 +304,7 @@ mod tests {
         let hashes = vec![blake3::hash(b"other").to_hex().to_string()];
         let message = Bytes::from_static(b"wrong");
         let whole = vec![Whole { index: 0, pieces: vec![message.slice(..3), message.slice(3..)] }];
-        let checked = check_and_pack(&hashes, whole, false).await.unwrap();
+        let (checked, _) = fetcher(false).check_and_pack(&hashes, whole).await.unwrap();
         assert_eq!(checked, [(0, Ok(Bytes::from_static(b"wrong")))]);
         assert!(
             !message.as_ptr_range().contains(&checked[0].1.as_ref().unwrap().as_ptr()),

@@ -58,6 +58,12 @@ pub async fn serve(
         .max_frame_size(CONTENT_FRAME)
         .connect_lazy();
     let cache = Arc::new(ContentCache::new(config.cache_bytes));
+    if config.reserve_cache {
+        let started = std::time::Instant::now();
+        let pool = cache.pool().clone();
+        let reserved = tokio::task::spawn_blocking(move || pool.reserve()).await.unwrap_or_default();
+        tracing::info!(bytes = reserved, millis = started.elapsed().as_millis() as u64, "cache memory reserved");
+    }
     let fetcher = Fetcher::new(front, cache.clone(), config.token.clone(), config.verify_content);
     if let Some(address) = config.metrics_listen {
         metrics_exporter_prometheus::PrometheusBuilder::new()

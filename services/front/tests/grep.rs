@@ -189,6 +189,38 @@ async fn jobs_spread_over_workers_and_survive_losing_one() {
 }
 
 #[tokio::test]
+async fn a_worker_that_reserves_its_cache_answers_alike_as_the_cache_turns_over() {
+    // Three 4 MiB blocks of cache memory, reserved at start, for 16 MB of files.
+    let worker_env = [("AGENTVFS_RESERVE_CACHE", "true"), ("AGENTVFS_CACHE_BYTES", "12582912")];
+    let stack = Stack::start_configured(&[], &[], &worker_env).await;
+    stack.front.space("s").await;
+    let mut fs = stack.front.fs().await;
+    let filler = "an ordinary line of text for the scan to cross\n".repeat(10_000);
+    for i in 0..32 {
+        fs.write(write_text("s", &format!("/d/f{i:02}.txt"), &format!("needle {i}\n{filler}needle\n"))).await.unwrap();
+    }
+    let expected: Vec<(String, u64)> = (0..32).map(|i| (format!("/d/f{i:02}.txt"), 2)).collect();
+    for round in 0..3 {
+        let mut counts = Vec::new();
+        let mut token = String::new();
+        loop {
+            let request = pb::GrepRequest {
+                output_mode: pb::GrepOutputMode::Count as i32,
+                page_token: std::mem::take(&mut token),
+                ..grep("needle")
+            };
+            let page = fs.grep(request).await.unwrap().into_inner();
+            counts.extend(page.files.into_iter().map(|f| (f.path, f.count)));
+            if page.complete {
+                break;
+            }
+            token = page.next_page_token;
+        }
+        assert_eq!(counts, expected, "round {round}");
+    }
+}
+
+#[tokio::test]
 async fn a_full_queue_fails_fast_with_overloaded() {
     let stack = Stack::start(&["--grep-concurrency", "1", "--grep-queue", "0"]).await;
     stack.front.space("s").await;

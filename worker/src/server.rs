@@ -61,8 +61,16 @@ pub async fn serve(
     if config.reserve_cache {
         let started = std::time::Instant::now();
         let pool = cache.pool().clone();
+        let wanted = config.cache_bytes / crate::slab::BLOCK * crate::slab::BLOCK;
+        // Only the kernel refusing memory makes it fall short: the cache then
+        // maps the rest as content arrives.
         let reserved = tokio::task::spawn_blocking(move || pool.reserve()).await.unwrap_or_default();
-        tracing::info!(bytes = reserved, millis = started.elapsed().as_millis() as u64, "cache memory reserved");
+        let millis = started.elapsed().as_millis() as u64;
+        if reserved < wanted {
+            tracing::warn!(bytes = reserved, wanted, millis, "could reserve only part of the cache memory");
+        } else {
+            tracing::info!(bytes = reserved, millis, "cache memory reserved");
+        }
     }
     let fetcher = Fetcher::new(front, cache.clone(), config.token.clone(), config.verify_content);
     if let Some(address) = config.metrics_listen {

@@ -61,7 +61,7 @@ pub async fn serve(
     if config.reserve_cache {
         let started = std::time::Instant::now();
         let pool = cache.pool().clone();
-        let wanted = config.cache_bytes / crate::slab::BLOCK * crate::slab::BLOCK;
+        let wanted = pool.capacity();
         // Only the kernel refusing memory makes it fall short: the cache then
         // maps the rest as content arrives.
         let reserved = tokio::task::spawn_blocking(move || pool.reserve()).await.unwrap_or_default();

@@ -71,6 +71,10 @@ impl Block {
         Some(Block { map, start })
     }
 
+    fn bytes(&self) -> &[u8] {
+        &self.map[self.start..self.start + BLOCK]
+    }
+
     fn bytes_mut(&mut self) -> &mut [u8] {
         &mut self.map[self.start..self.start + BLOCK]
     }
@@ -84,7 +88,7 @@ struct Lease {
 
 impl AsRef<[u8]> for Lease {
     fn as_ref(&self) -> &[u8] {
-        self.block.as_ref().map_or(&[], |block| &block.map[block.start..block.start + BLOCK])
+        self.block.as_ref().map_or(&[], Block::bytes)
     }
 }
 
@@ -119,6 +123,11 @@ impl SlabPool {
         made.count += blocks.len();
         made.free.append(&mut blocks);
         made.count * BLOCK
+    }
+
+    /// Bytes of the blocks the pool may make.
+    pub fn capacity(&self) -> usize {
+        self.inner.limit * BLOCK
     }
 
     /// Blocks made so far, and how many of them are free.
@@ -348,6 +357,7 @@ mod tests {
     #[test]
     fn a_reserved_pool_makes_all_its_blocks_at_once() {
         let pool = SlabPool::new(3 * BLOCK + 5);
+        assert_eq!(pool.capacity(), 3 * BLOCK);
         assert_eq!(pool.reserve(), 3 * BLOCK);
         assert_eq!(pool.blocks(), (3, 3));
         let packed = pack_all(&pool, &[BLOCK]);

@@ -69,9 +69,17 @@ impl GrepQuery {
             }
             Ok(value)
         };
+        // A side's own setting wins over `context`: what the scan uses is
+        // what the page token binds.
         let both = context(req.context, "context")?;
-        let before = context(req.before_context, "before_context")?;
-        let after = context(req.after_context, "after_context")?;
+        let before = match context(req.before_context, "before_context")? {
+            0 => both,
+            lines => lines,
+        };
+        let after = match context(req.after_context, "after_context")? {
+            0 => both,
+            lines => lines,
+        };
         let head_limit = match req.head_limit {
             None => DEFAULT_HEAD_LIMIT,
             Some(0) => MAX_HEAD_LIMIT,
@@ -115,7 +123,7 @@ impl GrepQuery {
             req.glob.clone(),
             types_sorted.join(","),
             format!("{}{}{}", u8::from(req.fixed_strings), u8::from(req.case_insensitive), u8::from(req.multiline)),
-            format!("{}:{}:{}:{}", req.output_mode, before.max(both), after.max(both), req.offset),
+            format!("{}:{before}:{after}:{}", req.output_mode, req.offset),
         ];
         Ok(Self {
             pattern: pattern.clone(),
@@ -124,8 +132,8 @@ impl GrepQuery {
             multiline: req.multiline,
             mode,
             line_numbers: req.line_numbers.unwrap_or(true),
-            before: if before > 0 { before } else { both },
-            after: if after > 0 { after } else { both },
+            before,
+            after,
             head_limit,
             offset: req.offset,
             glob,
@@ -190,6 +198,22 @@ mod tests {
         assert_eq!(GrepQuery::parse(&req("a\0b")).unwrap_err().reason, Reason::InvalidPattern);
         assert_eq!(GrepQuery::parse(&req(&"(".repeat(150))).unwrap_err().reason, Reason::InvalidPattern);
         assert_eq!(GrepQuery::parse(&req(&"a".repeat(5000))).unwrap_err().reason, Reason::TooLarge);
+    }
+
+    #[test]
+    fn tokens_bind_the_context_the_scan_uses() {
+        let parse = |before_context, after_context, context| {
+            GrepQuery::parse(&pb::GrepRequest { before_context, after_context, context, ..req("x") }).unwrap()
+        };
+        let own_side_wins = parse(2, 0, 5);
+        assert_eq!((own_side_wins.before, own_side_wins.after), (2, 5));
+        let wider = parse(5, 0, 0);
+        assert_eq!((wider.before, wider.after), (5, 0));
+        assert_ne!(own_side_wins.fingerprint_parts, wider.fingerprint_parts);
+        assert_ne!(parse(2, 0, 5).fingerprint_parts, parse(5, 0, 5).fingerprint_parts);
+        // The same scan spelt two ways is one query.
+        assert_eq!(parse(3, 3, 0).fingerprint_parts, parse(0, 0, 3).fingerprint_parts);
+        assert_eq!(parse(3, 0, 3).fingerprint_parts, parse(0, 0, 3).fingerprint_parts);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The index outbox: jobs written with the changes they describe, read by
 //! the delivery task, removed once every worker has them.
 
+use sled::transaction::ConflictableTransactionError;
+
 use super::Store;
 use super::records::{Entry, IndexJob, IndexOp, SpaceRecord, decode, encode};
 use crate::error::{Error, Result};
@@ -79,11 +81,18 @@ impl Store {
         let mut jobs =
             vec![IndexJob { space, revision: record.revision, node: None, op: IndexOp::DropSpace, queued_ms: now }];
         jobs.extend(self.live_files(space, record.revision)?);
-        let t = &self.trees().outbox;
-        for job in &jobs {
-            let sequence = self.inner.db.generate_id()? + 1;
-            t.insert(sequence.to_be_bytes(), encode(job))?;
-        }
+        let encoded: Vec<Vec<u8>> = jobs.iter().map(encode).collect();
+        // Sequences are taken inside the transaction that inserts them: sled
+        // runs transactions one at a time, so a job with a lower sequence is
+        // never inserted after one with a higher sequence, which delivery
+        // may already have passed.
+        self.trees().outbox.transaction(|outbox| {
+            for job in &encoded {
+                let sequence = outbox.generate_id()? + 1;
+                outbox.insert(&sequence.to_be_bytes(), job.as_slice())?;
+            }
+            Ok::<_, ConflictableTransactionError<Error>>(())
+        })?;
         self.inner.commits.send_modify(|count| *count += 1);
         Ok(jobs.len())
     }

@@ -379,3 +379,47 @@ fn receipts_are_pruned_by_age() {
     assert!(store.receipt(&[1; 32]).unwrap().is_none());
     assert_eq!(store.receipt(&[2; 32]).unwrap(), Some(new));
 }
+
+#[test]
+fn outbox_jobs_become_visible_in_sequence_order() {
+    // Delivery reads the outbox from the last sequence it passed: a job that
+    // appears below that point is never delivered. Reindexing a space while
+    // another space commits must never let that happen.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let new = |name: &str| NewSpace { name: name.into(), owner: "p".into(), quota: Quota::default() };
+    let big = store.create_space(new("big"), None).unwrap();
+    let busy = store.create_space(new("busy"), None).unwrap();
+    for i in 0..200 {
+        overwrite(&store, big.id, &format!("/f{i}.txt"), format!("file {i}").as_bytes());
+    }
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let delivered = std::thread::scope(|scope| {
+        let reindex = scope.spawn(|| {
+            for _ in 0..10 {
+                store.enqueue_reindex(big.id).unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        let commits = scope.spawn(|| {
+            let mut i = 0u64;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                overwrite(&store, busy.id, "/hot.txt", format!("edit {i}").as_bytes());
+                i += 1;
+            }
+        });
+        let (mut passed, mut delivered) = (0, 0usize);
+        loop {
+            // Read once more after both writers have finished.
+            let finished = reindex.is_finished() && commits.is_finished();
+            let jobs = store.outbox_after(passed, 64).unwrap();
+            delivered += jobs.len();
+            match jobs.last() {
+                Some((last, _)) => passed = *last,
+                None if finished => return delivered,
+                None => {}
+            }
+        }
+    });
+    assert_eq!(delivered, store.outbox_after(0, usize::MAX).unwrap().len(), "a job appeared behind delivery");
+}

@@ -97,6 +97,10 @@ pub struct Options {
     /// Memory for the store's page cache, in bytes.
     #[arg(long, env = "AGENTVFS_STORE_CACHE_BYTES")]
     pub store_cache_bytes: Option<u64>,
+    /// Most entries a folder may hold for one change to move, copy, trash
+    /// or remove it whole (larger ones are TOO_LARGE).
+    #[arg(long, env = "AGENTVFS_MAX_SUBTREE_ENTRIES")]
+    pub max_subtree_entries: Option<usize>,
     /// Threads for store work at most (each keeps memory of its own once
     /// started); calls beyond that wait for one.
     #[arg(long, env = "AGENTVFS_STORE_THREADS")]
@@ -191,6 +195,7 @@ impl Options {
             max_in_flight: self.max_in_flight.or(file.max_in_flight),
             min_free_bytes: self.min_free_bytes.or(file.min_free_bytes),
             store_cache_bytes: self.store_cache_bytes.or(file.store_cache_bytes),
+            max_subtree_entries: self.max_subtree_entries.or(file.max_subtree_entries),
             store_threads: self.store_threads.or(file.store_threads),
             metrics_listen: self.metrics_listen.or(file.metrics_listen),
             rate_limit: self.rate_limit.or(file.rate_limit),
@@ -227,6 +232,7 @@ impl Options {
                 },
                 min_free_bytes: self.min_free_bytes.unwrap_or(defaults.min_free_bytes),
                 cache_bytes: self.store_cache_bytes.unwrap_or(defaults.cache_bytes),
+                max_subtree_entries: self.max_subtree_entries.unwrap_or(defaults.max_subtree_entries),
             },
             max_message_bytes: self.max_message_bytes.unwrap_or(8 << 20),
             drain: Duration::from_secs(self.drain_seconds.unwrap_or(20)),
@@ -284,6 +290,9 @@ impl Config {
         if self.grep_max_files == 0 || self.grep_max_bytes == 0 {
             return Err(ConfigError("grep page budgets must be positive".to_owned()));
         }
+        if limits.max_subtree_entries == 0 {
+            return Err(ConfigError("--max-subtree-entries must be positive".to_owned()));
+        }
         if limits.default_quota.max_bytes == 0 || limits.default_quota.max_files == 0 {
             return Err(ConfigError("default quotas must be positive".to_owned()));
         }
@@ -295,7 +304,7 @@ impl Config {
         format!(
             "listen = \"{}\"\ndata-dir = \"{}\"\nworker = {:?}\nworker-refresh-seconds = {}\ndev = {}\ntokens = {:?}\ndurability = \"{:?}\"\n\
              log-format = \"{:?}\"\nmax-text-bytes = {}\nmax-file-bytes = {}\nmax-message-bytes = {}\n\
-             default-quota-bytes = {}\ndefault-quota-files = {}\nmin-free-bytes = {}\nstore-cache-bytes = {}\nstore-threads = {}\n\
+             default-quota-bytes = {}\ndefault-quota-files = {}\nmin-free-bytes = {}\nstore-cache-bytes = {}\nmax-subtree-entries = {}\nstore-threads = {}\n\
              drain-seconds = {}\n\
              request-timeout-seconds = {}\n\
              session-capacity = {}\nsession-idle-seconds = {}\ngrep-concurrency = {}\ngrep-queue = {}\n\
@@ -315,6 +324,7 @@ impl Config {
             self.limits.default_quota.max_files,
             self.limits.min_free_bytes,
             self.limits.cache_bytes,
+            self.limits.max_subtree_entries,
             self.store_threads,
             self.drain.as_secs(),
             self.request_timeout.as_secs(),

@@ -470,3 +470,42 @@ async fn read_only_mode_blocks_every_mutation_and_bad_tokens_are_unauthenticated
     // Nothing changed.
     assert_eq!(writer.read(read("s", "/a.txt")).await.unwrap().into_inner().version, 1);
 }
+
+#[tokio::test]
+async fn a_folder_over_the_subtree_limit_is_refused_whole() {
+    let front = Front::start_with(&["--max-subtree-entries", "4"]).await;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    // /small holds 4 entries (itself and 3 files), /big 5.
+    for i in 0..3 {
+        fs.write(write_text("s", &format!("/small/f{i}.txt"), "x")).await.unwrap();
+    }
+    for i in 0..4 {
+        fs.write(write_text("s", &format!("/big/f{i}.txt"), "x")).await.unwrap();
+    }
+    let copy = |from: &str, name: &str| {
+        action(Action::Copy(pb::CopyAction { from: from.into(), to_folder: "/".into(), name: name.into() }))
+    };
+    let ok = fs.batch(batch(vec![copy("/small", "small2")], true)).await.unwrap().into_inner();
+    assert_eq!((ok.applied, ok.failed_index), (1, None), "{ok:?}");
+
+    let before = tree(&mut fs).await;
+    for refused in [
+        copy("/big", "big2"),
+        action(Action::Rename(pb::RenameAction { path: "/big".into(), new_name: "large".into() })),
+        action(Action::Trash(pb::TrashAction { path: "/big".into() })),
+    ] {
+        let response = fs.batch(batch(vec![refused], true)).await.unwrap().into_inner();
+        assert_eq!((response.applied, response.failed_index), (0, Some(0)), "{response:?}");
+        let error = response.outcomes[0].error.clone().unwrap();
+        assert_eq!(error.reason, "TOO_LARGE");
+        assert_eq!(error.metadata["limit"], "4");
+        assert_eq!(error.metadata["path"], "/big");
+    }
+    assert_eq!(tree(&mut fs).await, before);
+
+    let remove = pb::RemoveRequest { space: "s".into(), path: "/big".into(), recursive: true, ..Default::default() };
+    let status = front.admin().await.remove(remove).await.unwrap_err();
+    assert_error(&status, Code::InvalidArgument, "TOO_LARGE");
+    assert_eq!(tree(&mut fs).await, before);
+}

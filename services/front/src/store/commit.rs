@@ -6,6 +6,7 @@
 //! space meanwhile), then apply it. The transaction closure does no I/O and
 //! no heavy work: sled may run it more than once.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use sled::Transactional;
@@ -28,10 +29,15 @@ pub(crate) struct Commit {
     pub space: SpaceRecord,
     pub time_ms: i64,
     pub principal: String,
-    /// New path states; `None` removes the path.
-    pub entries: Vec<(SpacePath, Option<Entry>)>,
+    /// New path states in the order planned; `None` removes the path.
+    entries: Vec<(SpacePath, Option<Entry>)>,
+    /// Where the latest planned state of each path is in `entries`: a commit
+    /// of a large subtree looks paths up once per entry.
+    latest: HashMap<SpacePath, usize>,
     pub nodes: Vec<(NodeId, NodeRecord)>,
-    pub versions: Vec<NewVersion>,
+    versions: Vec<NewVersion>,
+    /// Where each planned version is in `versions`, by node and number.
+    version_index: BTreeMap<(NodeId, u64), usize>,
     pub changes: Vec<Change>,
     /// The commit creates the space (and claims its name).
     pub creating: bool,
@@ -78,8 +84,10 @@ impl Commit {
             time_ms: now_ms(),
             principal: principal.to_owned(),
             entries: Vec::new(),
+            latest: HashMap::new(),
             nodes: Vec::new(),
             versions: Vec::new(),
+            version_index: BTreeMap::new(),
             changes: Vec::new(),
             creating: false,
             functions: None,
@@ -95,7 +103,34 @@ impl Commit {
 
     /// The state `path` will have after this commit, as planned so far.
     fn planned(&self, path: &SpacePath) -> Option<&Option<Entry>> {
-        self.entries.iter().rev().find(|(p, _)| p == path).map(|(_, e)| e)
+        self.latest.get(path).map(|&at| &self.entries[at].1)
+    }
+
+    /// Plans the state of `path` after this commit (`None` removes it).
+    pub fn plan(&mut self, path: SpacePath, entry: Option<Entry>) {
+        self.latest.insert(path.clone(), self.entries.len());
+        self.entries.push((path, entry));
+    }
+
+    /// Every planned path state, in the order planned.
+    pub fn planned_entries(&self) -> &[(SpacePath, Option<Entry>)] {
+        &self.entries
+    }
+
+    /// Plans a new version record.
+    pub fn add_version(&mut self, version: NewVersion) {
+        self.version_index.insert((version.node, version.number), self.versions.len());
+        self.versions.push(version);
+    }
+
+    /// Version `number` of `node`, if this commit plans it.
+    pub fn planned_version(&self, node: NodeId, number: u64) -> Option<&NewVersion> {
+        self.version_index.get(&(node, number)).map(|&at| &self.versions[at])
+    }
+
+    /// The versions this commit plans for `node`, by number.
+    pub fn planned_versions_of(&self, node: NodeId) -> impl Iterator<Item = &NewVersion> {
+        self.version_index.range((node, 0)..=(node, u64::MAX)).map(|(_, &at)| &self.versions[at])
     }
 
     /// The latest state of `path`, counting what this commit already plans.
@@ -152,7 +187,7 @@ impl Commit {
             old_path: None,
             version: 0,
         });
-        self.entries.push((path.clone(), Some(entry)));
+        self.plan(path.clone(), Some(entry));
         node
     }
 
@@ -199,8 +234,8 @@ impl Commit {
             old_path: None,
             version: number,
         });
-        self.versions.push(NewVersion { node, number, record, bytes: Some(bytes) });
-        self.entries.push((path.clone(), Some(entry.clone())));
+        self.add_version(NewVersion { node, number, record, bytes: Some(bytes) });
+        self.plan(path.clone(), Some(entry.clone()));
         entry
     }
 
@@ -434,6 +469,10 @@ fn index_jobs(commit: &Commit) -> Vec<IndexJob> {
         op,
         queued_ms: commit.time_ms,
     };
+    let mut latest: HashMap<&str, Option<&Entry>> = HashMap::with_capacity(commit.entries.len());
+    for (path, entry) in &commit.entries {
+        latest.insert(path.as_str(), entry.as_ref());
+    }
     commit
         .changes
         .iter()
@@ -447,8 +486,7 @@ fn index_jobs(commit: &Commit) -> Vec<IndexJob> {
             | ChangeKind::Restored
             | ChangeKind::Renamed
             | ChangeKind::Moved => {
-                let planned = commit.entries.iter().rev().find(|(p, _)| p.as_str() == change.path)?;
-                let entry = planned.1.as_ref()?;
+                let entry = (*latest.get(change.path.as_str())?)?;
                 let op = IndexOp::Upsert {
                     path: change.path.clone(),
                     version: entry.version,

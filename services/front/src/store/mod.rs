@@ -70,6 +70,9 @@ pub struct StoreLimits {
     pub min_free_bytes: u64,
     /// Memory sled may use to cache the store's pages.
     pub cache_bytes: u64,
+    /// Most entries (files and folders) a subtree may hold for one change to
+    /// move, copy, trash or remove it.
+    pub max_subtree_entries: usize,
 }
 
 impl Default for StoreLimits {
@@ -80,6 +83,7 @@ impl Default for StoreLimits {
             default_quota: Quota { max_bytes: 1 << 30, max_files: 100_000 },
             min_free_bytes: 64 << 20,
             cache_bytes: 256 << 20,
+            max_subtree_entries: 50_000,
         }
     }
 }

@@ -108,16 +108,19 @@ impl Commit {
 
     /// Whether the commit changes nothing.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty() && self.trash.is_empty() && self.purge.is_empty() && self.functions.is_none()
+        self.planned_entries().is_empty() && self.trash.is_empty() && self.purge.is_empty() && self.functions.is_none()
     }
 
     /// The content this commit plans for version `number` of `node`, if any.
     pub fn planned_bytes(&self, node: NodeId, number: u64) -> Option<&[u8]> {
-        self.versions.iter().rev().find(|v| v.node == node && v.number == number)?.bytes.as_deref().map(Vec::as_slice)
+        self.planned_version(node, number)?.bytes.as_deref().map(Vec::as_slice)
     }
 
     /// `path` and every live entry below it, in path order, as planned so far.
+    /// A subtree of more than the store's `max_subtree_entries` is TOO_LARGE:
+    /// one commit carries all of it, under the space's lock.
     pub fn subtree(&self, store: &Store, path: &SpacePath) -> Result<Vec<(SpacePath, Entry)>> {
+        let limit = store.limits().max_subtree_entries;
         let mut found: BTreeMap<SpacePath, Entry> = BTreeMap::new();
         if let Some(entry) = self.current(store, path)? {
             found.insert(path.clone(), entry);
@@ -127,8 +130,11 @@ impl Commit {
             let (key, value) = item?;
             let stored = std::str::from_utf8(&key[16..]).map_err(|_| Error::internal("malformed current key"))?;
             found.insert(SpacePath::from_stored(stored.to_owned()), decode(&value)?);
+            if found.len() > limit {
+                return Err(subtree_too_large(path, limit));
+            }
         }
-        for (planned, entry) in &self.entries {
+        for (planned, entry) in self.planned_entries() {
             if planned != path && planned.starts_with(path) {
                 match entry {
                     Some(entry) => found.insert(planned.clone(), entry.clone()),
@@ -138,6 +144,9 @@ impl Commit {
         }
         if !found.contains_key(path) {
             return Ok(Vec::new());
+        }
+        if found.len() > limit {
+            return Err(subtree_too_large(path, limit));
         }
         Ok(found.into_iter().collect())
     }
@@ -195,7 +204,7 @@ impl Commit {
         let subtree = self.existing_subtree(store, path)?;
         let root = subtree[0].1.node;
         for (p, entry) in &subtree {
-            self.entries.push((p.clone(), None));
+            self.plan(p.clone(), None);
             self.nodes.push((entry.node, NodeRecord { space: self.space.id, path: p.to_string(), trashed: true }));
             self.count_out(entry);
             self.change(ChangeKind::Trashed, p, None, entry);
@@ -232,7 +241,7 @@ impl Commit {
             self.nodes.push((entry.node, NodeRecord { space: self.space.id, path: p.to_string(), trashed: false }));
             self.count_in(&entry);
             self.change(ChangeKind::Restored, &p, None, &entry);
-            self.entries.push((p, Some(entry)));
+            self.plan(p, Some(entry));
         }
         self.trash.push((keys::trash(self.space.id, node), None));
         Ok((root, record.entries.len()))
@@ -243,7 +252,7 @@ impl Commit {
     pub fn remove(&mut self, store: &Store, path: &SpacePath) -> Result<usize> {
         let subtree = self.existing_subtree(store, path)?;
         for (p, entry) in &subtree {
-            self.entries.push((p.clone(), None));
+            self.plan(p.clone(), None);
             self.count_out(entry);
             self.change(ChangeKind::Removed, p, None, entry);
             self.purge_node(store, p, entry.node)?;
@@ -324,7 +333,7 @@ impl Commit {
         }
         for (p, entry) in &subtree {
             let new_path = join_below(to, p.relative_to(from))?;
-            self.entries.push((p.clone(), None));
+            self.plan(p.clone(), None);
             self.count_out(entry);
             self.change(ChangeKind::Moved, &SpacePath::root(), Some(p), entry);
             if !entry.is_dir() {
@@ -335,11 +344,9 @@ impl Commit {
                         u64::from_be_bytes(key[32..40].try_into().map_err(|_| Error::internal("bad version key"))?);
                     numbers.push((number, decode::<VersionRecord>(&value)?));
                 }
-                numbers.extend(
-                    self.versions.iter().filter(|v| v.node == entry.node).map(|v| (v.number, v.record.clone())),
-                );
+                numbers.extend(self.planned_versions_of(entry.node).map(|v| (v.number, v.record.clone())));
                 for (number, record) in numbers {
-                    dest.versions.push(NewVersion { node: entry.node, number, record, bytes: None });
+                    dest.add_version(NewVersion { node: entry.node, number, record, bytes: None });
                 }
             }
             let moved = Entry { revision: dest.revision(), ..entry.clone() };
@@ -347,7 +354,7 @@ impl Commit {
                 .push((entry.node, NodeRecord { space: dest.space.id, path: new_path.to_string(), trashed: false }));
             dest.count_in(&moved);
             dest.change(ChangeKind::Moved, &new_path, None, &moved);
-            dest.entries.push((new_path, Some(moved)));
+            dest.plan(new_path, Some(moved));
         }
         Ok(subtree.len())
     }
@@ -359,11 +366,11 @@ impl Commit {
         for (p, entry) in &subtree {
             let new_path = join_below(to, p.relative_to(from))?;
             let moved = Entry { revision: self.revision(), ..entry.clone() };
-            self.entries.push((p.clone(), None));
+            self.plan(p.clone(), None);
             self.nodes
                 .push((entry.node, NodeRecord { space: self.space.id, path: new_path.to_string(), trashed: false }));
             self.change(kind, &new_path, Some(p), &moved);
-            self.entries.push((new_path, Some(moved)));
+            self.plan(new_path, Some(moved));
         }
         Ok(subtree.len())
     }
@@ -386,8 +393,7 @@ impl Commit {
                 ..entry.clone()
             };
             if !entry.is_dir() {
-                let planned = self.versions.iter().rev().find(|v| v.node == entry.node && v.number == entry.version);
-                let source = match planned {
+                let source = match self.planned_version(entry.node, entry.version) {
                     Some(version) => version.record.clone(),
                     None => store.version(self.space.id, entry.node, entry.version)?.ok_or_else(|| {
                         Error::new(Reason::DataLoss, format!("The latest version of {p} is missing."))
@@ -402,16 +408,26 @@ impl Commit {
                     tool_call: None,
                     ..source
                 };
-                self.versions.push(NewVersion { node, number: 1, record, bytes: None });
+                self.add_version(NewVersion { node, number: 1, record, bytes: None });
             }
             self.nodes.push((node, NodeRecord { space: self.space.id, path: new_path.to_string(), trashed: false }));
             self.count_in(&copied);
             let kind = if entry.is_dir() { ChangeKind::Mkdir } else { ChangeKind::Created };
             self.change(kind, &new_path, None, &copied);
-            self.entries.push((new_path, Some(copied)));
+            self.plan(new_path, Some(copied));
         }
         Ok(subtree.len())
     }
+}
+
+fn subtree_too_large(path: &SpacePath, limit: usize) -> Error {
+    Error::new(
+        Reason::TooLarge,
+        format!("{path} holds more than {limit} entries, the most one change may move, copy, trash or remove."),
+    )
+    .with("path", path)
+    .with("limit", limit)
+    .next_action("Change the folders inside it one at a time.")
 }
 
 fn join_below(root: &SpacePath, relative: &str) -> Result<SpacePath> {

@@ -742,7 +742,7 @@ async fn main() {
         .collect();
     rss::note("front", stack.front.id());
     rss::note("worker", stack.worker.child.id());
-    let peak_rss: serde_json::Value = serde_json::from_str(&rss::report()).expect("peaks are JSON");
+    let peak_rss = rss::report();
     let report = json!({
         "peak_rss_mib": peak_rss,
         "corpus": { "files": files, "bytes": bytes, "sources": sources, "refused": refused.len() },

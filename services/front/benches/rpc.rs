@@ -15,19 +15,26 @@
 //! 4. Latency of sequential `Edit`s of one line in a ~5 MiB text file, next to
 //!    sequential tail `Read`s (10 lines) and whole-file `Write`s of that file.
 //!
+//! 5. Time of one `Batch` that copies, renames or trashes a folder of
+//!    [`SUBTREE_FILES`] files (each action is one commit under the space's lock).
+//!
 //! Rate measurements run for a fixed wall time after a short warm-up and
 //! report calls/s with p50/p99 latency; the 5 MiB file section times a fixed
 //! number of sequential calls. Figures are printed, never asserted, and also
 //! written as JSON to `target/bench-rpc.json`.
 //!
 //! ```sh
-//! cargo bench -p agentvfs-front --bench rpc
+//! cargo bench -p agentvfs-front --bench rpc            # every section
+//! cargo bench -p agentvfs-front --bench rpc -- subtree # one section
 //! ```
+//!
+//! Sections: `writes`, `reads`, `overhead`, `big-file`, `subtree`. With
+//! `AGENTVFS_BENCH_FRONT=PATH` the bench runs another build of the front (an
+//! older commit's, for a before/after comparison in one script).
 
 #[path = "common/rss.rs"]
 mod rss;
 
-use std::fmt::Write as _;
 use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -37,6 +44,7 @@ use std::time::{Duration, Instant};
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::admin_client::AdminClient;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
+use serde_json::{Value, json};
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
@@ -62,6 +70,8 @@ const BIG_LINE_CHARS: usize = 64;
 const BIG_PATH: &str = "/big/five-mib.txt";
 /// Sequential calls per kind in the 5 MiB file section.
 const BIG_CALLS: usize = 30;
+/// Files in the folder the subtree section copies, renames and trashes.
+const SUBTREE_FILES: usize = 20_000;
 
 /// How a front authenticates its callers.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -116,7 +126,7 @@ impl Front {
 
     async fn start_with(durability: &str, access: Access) -> Front {
         let temp = tempfile::tempdir().expect("temp dir");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agentvfs-front"));
+        let mut command = Command::new(front_binary());
         // Without `--rate-limit 0` the per-principal limit would shed the
         // load and the bench would measure the limiter instead.
         command
@@ -515,15 +525,8 @@ fn verdict(name: &str, ratio: f64, goal: f64) -> String {
     result.to_owned()
 }
 
-fn stats_json(s: &Stats) -> String {
-    format!(
-        r#"{{"calls": {}, "seconds": {:.3}, "per_second": {:.1}, "p50_ms": {:.3}, "p99_ms": {:.3}}}"#,
-        s.calls,
-        s.secs,
-        s.rate(),
-        s.p50_ms,
-        s.p99_ms
-    )
+fn stats_json(s: &Stats) -> Value {
+    json!({"calls": s.calls, "seconds": s.secs, "per_second": s.rate(), "p50_ms": s.p50_ms, "p99_ms": s.p99_ms})
 }
 
 fn print_sequential_header() {
@@ -541,19 +544,75 @@ fn print_sequential(name: &str, s: &Sequential) {
     );
 }
 
-fn sequential_json(s: &Sequential) -> String {
-    format!(
-        r#"{{"calls": {}, "mean_ms": {:.3}, "p50_ms": {:.3}, "p99_ms": {:.3}, "max_ms": {:.3}}}"#,
-        s.sorted.len(),
-        s.mean_ms(),
-        s.p50_ms(),
-        s.p99_ms(),
-        s.max_ms()
-    )
+fn sequential_json(s: &Sequential) -> Value {
+    json!({"calls": s.sorted.len(), "mean_ms": s.mean_ms(), "p50_ms": s.p50_ms(), "p99_ms": s.p99_ms(), "max_ms": s.max_ms()})
 }
 
-fn ratio_json(ratio: f64, goal: f64, result: &str) -> String {
-    format!(r#"{{"ratio": {ratio:.3}, "goal": {goal}, "result": "{result}"}}"#)
+fn ratio_json(ratio: f64, goal: f64, result: &str) -> Value {
+    json!({"ratio": ratio, "goal": goal, "result": result})
+}
+
+/// The front under test: this build's, or `AGENTVFS_BENCH_FRONT`.
+fn front_binary() -> PathBuf {
+    std::env::var_os("AGENTVFS_BENCH_FRONT")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_agentvfs-front")), PathBuf::from)
+}
+
+/// Seconds each structural action on a folder of [`SUBTREE_FILES`] took.
+struct Subtree {
+    copy: f64,
+    rename: f64,
+    trash: f64,
+}
+
+/// Fills `/src` with [`SUBTREE_FILES`] small files, then times one `Batch`
+/// each that copies it, renames the copy and trashes it.
+async fn bench_subtree() -> Subtree {
+    let front = Front::start("group").await;
+    front.create_space().await;
+    let channels = front.channels(MAX_CHANNELS).await;
+    let writers = 16;
+    let mut tasks = Vec::new();
+    for task in 0..writers {
+        let channel = channels[task % channels.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            for n in (task..SUBTREE_FILES).step_by(writers) {
+                let request = pb::WriteRequest {
+                    space: SPACE.into(),
+                    path: format!("/src/d{}/f{n}.txt", n % 100),
+                    body: Some(pb::write_request::Body::Content(payload(0, task, n as u64))),
+                    ..Default::default()
+                };
+                FileSystemClient::new(channel.clone()).write(request).await.expect("write");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("writer panicked");
+    }
+    let mut client = FileSystemClient::new(channels[0].clone());
+    let mut timed = async |key: &str, action: pb::batch_action::Action| {
+        let request = pb::BatchRequest {
+            space: SPACE.into(),
+            actions: vec![pb::BatchAction { action: Some(action) }],
+            apply: true,
+            idempotency_key: key.into(),
+            ..Default::default()
+        };
+        let began = Instant::now();
+        let reply = client.batch(request).await.expect("batch").into_inner();
+        assert_eq!(reply.applied, 1, "{key} was not applied");
+        began.elapsed().as_secs_f64()
+    };
+    use pb::batch_action::Action;
+    let copy =
+        timed("copy", Action::Copy(pb::CopyAction { from: "/src".into(), to_folder: "/".into(), name: "copy".into() }))
+            .await;
+    let rename =
+        timed("rename", Action::Rename(pb::RenameAction { path: "/copy".into(), new_name: "renamed".into() })).await;
+    let trash = timed("trash", Action::Trash(pb::TrashAction { path: "/renamed".into() })).await;
+    front.stop();
+    Subtree { copy, rename, trash }
 }
 
 /// `target/` of the build that produced the front binary.
@@ -562,94 +621,151 @@ fn target_dir() -> PathBuf {
     binary.parent().and_then(Path::parent).map_or_else(|| PathBuf::from("target"), Path::to_path_buf)
 }
 
+/// The sections to run: those named on the command line, or all of them.
+fn sections() -> Vec<String> {
+    const ALL: [&str; 5] = ["writes", "reads", "overhead", "big-file", "subtree"];
+    // `cargo bench` passes `--bench`; the rest are section names.
+    let named: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    for name in &named {
+        assert!(ALL.contains(&name.as_str()), "unknown section {name:?}; sections: {}", ALL.join(", "));
+    }
+    if named.is_empty() { ALL.iter().map(|s| (*s).to_owned()).collect() } else { named }
+}
+
 #[tokio::main]
 async fn main() {
-    println!("durable writes, ~200-byte files, {}s per level after {}ms warm-up", WINDOW.as_secs(), WARMUP.as_millis());
-    print_header();
-    let mut writes = Vec::new();
-    for mode in MODES {
-        writes.push((mode, bench_writes(mode).await));
+    let sections = sections();
+    let runs = |name: &str| sections.iter().any(|s| s == name);
+    let mut report = serde_json::Map::new();
+
+    if runs("writes") {
+        println!(
+            "durable writes, ~200-byte files, {}s per level after {}ms warm-up",
+            WINDOW.as_secs(),
+            WARMUP.as_millis()
+        );
+        print_header();
+        let mut writes = Vec::new();
+        for mode in MODES {
+            writes.push((mode, bench_writes(mode).await));
+        }
+        let rate_at = |mode: &str, concurrency: usize| {
+            writes
+                .iter()
+                .find(|(m, _)| *m == mode)
+                .and_then(|(_, levels)| levels.iter().find(|(c, _)| *c == concurrency))
+                .map_or(0.0, |(_, s)| s.rate())
+        };
+        let group_vs_per_write = rate_at("group", 64) / rate_at("per-write", 64);
+        let group_vs_off = rate_at("group", 64) / rate_at("off", 64);
+        println!();
+        let r1 = verdict("group/per-write @ c=64", group_vs_per_write, 5.0);
+        let r2 = verdict("group/off @ c=64", group_vs_off, 0.5);
+        let levels = |levels: &[(usize, Stats)]| -> Value {
+            levels.iter().map(|(c, s)| (c.to_string(), stats_json(s))).collect::<serde_json::Map<_, _>>().into()
+        };
+        report.insert(
+            "writes".into(),
+            writes.iter().map(|(mode, l)| ((*mode).to_owned(), levels(l))).collect::<serde_json::Map<_, _>>().into(),
+        );
+        report.insert(
+            "write_ratios".into(),
+            json!({
+                "group_vs_per_write_c64": ratio_json(group_vs_per_write, 5.0, &r1),
+                "group_vs_off_c64": ratio_json(group_vs_off, 0.5, &r2),
+            }),
+        );
     }
-    let rate_at = |mode: &str, concurrency: usize| {
-        writes
+
+    if runs("reads") {
+        println!();
+        println!("small reads vs no-op RPC, group front, {}s each", WINDOW.as_secs());
+        print_header();
+        let (read, noop) = bench_reads().await;
+        let read_vs_noop = read.rate() / noop.rate();
+        let r3 = verdict("read/no-op @ c=64", read_vs_noop, 0.7);
+        report.insert("read_c64".into(), stats_json(&read));
+        report.insert("noop_c64".into(), stats_json(&noop));
+        report.insert("read_vs_noop_c64".into(), ratio_json(read_vs_noop, 0.7, &r3));
+    }
+
+    if runs("overhead") {
+        println!();
+        println!(
+            "write overhead of idempotency and auth, group front, ~200-byte files, {}s per level",
+            WINDOW.as_secs()
+        );
+        print_header();
+        let mut overhead = Vec::new();
+        for variant in VARIANTS {
+            overhead.push((variant, bench_write_overhead(variant).await));
+        }
+        let overhead_at = |variant: Variant, concurrency: usize| {
+            overhead
+                .iter()
+                .find(|(v, _)| *v == variant)
+                .and_then(|(_, levels)| levels.iter().find(|(c, _)| *c == concurrency))
+                .map_or(0.0, |(_, s)| s.rate())
+        };
+        let idempotency_vs_baseline = overhead_at(Variant::Idempotency, 64) / overhead_at(Variant::Baseline, 64);
+        let auth_vs_baseline = overhead_at(Variant::Auth, 64) / overhead_at(Variant::Baseline, 64);
+        println!("{:<24} {idempotency_vs_baseline:>7.2}x", "idempotency/baseline @ c=64");
+        println!("{:<24} {auth_vs_baseline:>7.2}x", "auth/baseline @ c=64");
+        let mut section: serde_json::Map<String, Value> = overhead
             .iter()
-            .find(|(m, _)| *m == mode)
-            .and_then(|(_, levels)| levels.iter().find(|(c, _)| *c == concurrency))
-            .map_or(0.0, |(_, s)| s.rate())
-    };
-    let group_vs_per_write = rate_at("group", 64) / rate_at("per-write", 64);
-    let group_vs_off = rate_at("group", 64) / rate_at("off", 64);
-
-    println!();
-    println!("small reads vs no-op RPC, group front, {}s each", WINDOW.as_secs());
-    print_header();
-    let (read, noop) = bench_reads().await;
-    let read_vs_noop = read.rate() / noop.rate();
-
-    println!();
-    let r1 = verdict("group/per-write @ c=64", group_vs_per_write, 5.0);
-    let r2 = verdict("group/off @ c=64", group_vs_off, 0.5);
-    let r3 = verdict("read/no-op @ c=64", read_vs_noop, 0.7);
-
-    println!();
-    println!("write overhead of idempotency and auth, group front, ~200-byte files, {}s per level", WINDOW.as_secs());
-    print_header();
-    let mut overhead = Vec::new();
-    for variant in VARIANTS {
-        overhead.push((variant, bench_write_overhead(variant).await));
+            .map(|(variant, levels)| {
+                let levels: serde_json::Map<_, _> =
+                    levels.iter().map(|(c, s)| (c.to_string(), stats_json(s))).collect();
+                (variant.name().to_owned(), levels.into())
+            })
+            .collect();
+        section.insert("idempotency_vs_baseline_c64".into(), json!(idempotency_vs_baseline));
+        section.insert("auth_vs_baseline_c64".into(), json!(auth_vs_baseline));
+        report.insert("write_overhead".into(), section.into());
     }
-    let overhead_at = |variant: Variant, concurrency: usize| {
-        overhead
-            .iter()
-            .find(|(v, _)| *v == variant)
-            .and_then(|(_, levels)| levels.iter().find(|(c, _)| *c == concurrency))
-            .map_or(0.0, |(_, s)| s.rate())
-    };
-    let idempotency_vs_baseline = overhead_at(Variant::Idempotency, 64) / overhead_at(Variant::Baseline, 64);
-    let auth_vs_baseline = overhead_at(Variant::Auth, 64) / overhead_at(Variant::Baseline, 64);
-    println!("{:<24} {idempotency_vs_baseline:>7.2}x", "idempotency/baseline @ c=64");
-    println!("{:<24} {auth_vs_baseline:>7.2}x", "auth/baseline @ c=64");
 
-    println!();
-    println!("edit latency on a 5 MiB file, group front, {BIG_CALLS} sequential calls each (c=1)");
-    let big = bench_big_file().await;
-    println!("file: {} bytes, {BIG_LINES} lines", big.bytes);
-    print_sequential_header();
-    print_sequential("edit (replace 1 line)", &big.edit);
-    print_sequential("read 10 tail lines", &big.read);
-    print_sequential("write whole file", &big.write);
+    if runs("big-file") {
+        println!();
+        println!("edit latency on a 5 MiB file, group front, {BIG_CALLS} sequential calls each (c=1)");
+        let big = bench_big_file().await;
+        println!("file: {} bytes, {BIG_LINES} lines", big.bytes);
+        print_sequential_header();
+        print_sequential("edit (replace 1 line)", &big.edit);
+        print_sequential("read 10 tail lines", &big.read);
+        print_sequential("write whole file", &big.write);
+        report.insert(
+            "big_file".into(),
+            json!({
+                "bytes": big.bytes,
+                "lines": BIG_LINES,
+                "edit": sequential_json(&big.edit),
+                "read_tail_10_lines": sequential_json(&big.read),
+                "write_whole_file": sequential_json(&big.write),
+            }),
+        );
+    }
 
-    let mut json = String::from("{\n  \"writes\": {\n");
-    for (i, (mode, levels)) in writes.iter().enumerate() {
-        let rows: Vec<String> = levels.iter().map(|(c, s)| format!("\"{c}\": {}", stats_json(s))).collect();
-        let comma = if i + 1 < writes.len() { "," } else { "" };
-        let _ = writeln!(json, "    \"{mode}\": {{{}}}{comma}", rows.join(", "));
+    if runs("subtree") {
+        println!();
+        println!("one Batch action on a folder of {SUBTREE_FILES} files, group front");
+        let subtree = bench_subtree().await;
+        println!("{:<24} {:>9.3} s", "copy", subtree.copy);
+        println!("{:<24} {:>9.3} s", "rename the copy", subtree.rename);
+        println!("{:<24} {:>9.3} s", "trash the copy", subtree.trash);
+        report.insert(
+            "subtree".into(),
+            json!({
+                "files": SUBTREE_FILES,
+                "copy_seconds": subtree.copy,
+                "rename_seconds": subtree.rename,
+                "trash_seconds": subtree.trash,
+            }),
+        );
     }
-    let _ = writeln!(json, "  }},");
-    let _ = writeln!(json, "  \"read_c64\": {},", stats_json(&read));
-    let _ = writeln!(json, "  \"noop_c64\": {},", stats_json(&noop));
-    let _ = writeln!(json, "  \"ratios\": {{");
-    let _ = writeln!(json, "    \"group_vs_per_write_c64\": {},", ratio_json(group_vs_per_write, 5.0, &r1));
-    let _ = writeln!(json, "    \"group_vs_off_c64\": {},", ratio_json(group_vs_off, 0.5, &r2));
-    let _ = writeln!(json, "    \"read_vs_noop_c64\": {}", ratio_json(read_vs_noop, 0.7, &r3));
-    let _ = writeln!(json, "  }},");
-    let _ = writeln!(json, "  \"write_overhead\": {{");
-    for (variant, levels) in &overhead {
-        let rows: Vec<String> = levels.iter().map(|(c, s)| format!("\"{c}\": {}", stats_json(s))).collect();
-        let _ = writeln!(json, "    \"{}\": {{{}}},", variant.name(), rows.join(", "));
-    }
-    let _ = writeln!(json, "    \"idempotency_vs_baseline_c64\": {idempotency_vs_baseline:.3},");
-    let _ = writeln!(json, "    \"auth_vs_baseline_c64\": {auth_vs_baseline:.3}");
-    let _ = writeln!(json, "  }},");
-    let _ = writeln!(json, "  \"big_file\": {{");
-    let _ = writeln!(json, "    \"bytes\": {},", big.bytes);
-    let _ = writeln!(json, "    \"lines\": {BIG_LINES},");
-    let _ = writeln!(json, "    \"edit\": {},", sequential_json(&big.edit));
-    let _ = writeln!(json, "    \"read_tail_10_lines\": {},", sequential_json(&big.read));
-    let _ = writeln!(json, "    \"write_whole_file\": {}", sequential_json(&big.write));
-    let _ = writeln!(json, "  }},");
-    let _ = writeln!(json, "  \"peak_rss_mib\": {}\n}}", rss::report());
+
+    report.insert("peak_rss_mib".into(), rss::report());
     let path = target_dir().join("bench-rpc.json");
-    std::fs::write(&path, json).expect("write bench-rpc.json");
+    let text = serde_json::to_string_pretty(&Value::Object(report)).expect("serialize report");
+    std::fs::write(&path, text + "\n").expect("write bench-rpc.json");
     println!("\nwrote {}", path.display());
 }

@@ -672,7 +672,7 @@ async fn main() {
             "sampled": lag.lag.len(), "timed_out": lag.timed_out, "poll_ms": LAG_POLL.as_millis() as u64,
             "p50_ms": percentile(&lag.lag, 0.5), "p99_ms": lag_p99,
         },
-        "peak_rss_mib": serde_json::from_str::<serde_json::Value>(&peak_rss).expect("peaks are JSON"),
+        "peak_rss_mib": peak_rss,
         "goals": {
             "rare_ratio_ge_50": verdict(goals[0].1),
             "rare_p50_lt_1ms": verdict(goals[1].1),

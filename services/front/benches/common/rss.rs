@@ -24,12 +24,11 @@ pub fn note(name: &'static str, pid: u32) {
 }
 
 /// Prints each process's peak and returns them as a JSON object.
-pub fn report() -> String {
+pub fn report() -> serde_json::Value {
     let peaks = PEAKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     println!();
     for (name, mib) in peaks.iter() {
         println!("{name:<24} peak RSS {mib:>8.1} MiB");
     }
-    let fields: Vec<String> = peaks.iter().map(|(name, mib)| format!("\"{name}\": {mib:.1}")).collect();
-    format!("{{{}}}", fields.join(", "))
+    peaks.iter().map(|(name, mib)| ((*name).to_owned(), serde_json::json!((mib * 10.0).round() / 10.0))).collect()
 }

@@ -5,7 +5,6 @@
 
 use std::io::{BufRead as _, BufReader, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -13,26 +12,13 @@ use std::time::{Duration, Instant};
 use agentvfs_proto::v1::GetSpaceRequest;
 use agentvfs_proto::v1::admin_client::AdminClient;
 
+#[path = "../../front/tests/support/binaries.rs"]
+mod binaries;
+
 /// Builds the children `agentvfs up` starts into the directory of the
-/// `agentvfs` binary: cargo builds other packages' binaries only on request.
-/// A no-op when they are up to date; a stale child would test old code.
+/// `agentvfs` binary.
 fn assert_children_built() {
-    let dir = Path::new(env!("CARGO_BIN_EXE_agentvfs")).parent().unwrap();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut build = Command::new(cargo);
-    build.args(["build", "-p", "agentvfs-front", "-p", "agentvfs-worker"]);
-    if !dir.ends_with("debug") {
-        build.arg("--release");
-    }
-    assert!(build.status().unwrap().success(), "building agentvfs-front and agentvfs-worker failed");
-    for name in ["agentvfs-front", "agentvfs-worker"] {
-        let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-        assert!(
-            path.is_file(),
-            "{} is missing: build the workspace first (`cargo test --workspace` does)",
-            path.display()
-        );
-    }
+    binaries::workspace_binaries(env!("CARGO_BIN_EXE_agentvfs"));
 }
 
 fn free_port() -> u16 {

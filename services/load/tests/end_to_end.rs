@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::io::{BufRead as _, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -17,24 +17,12 @@ use agentvfs_proto::v1::file_system_client::FileSystemClient;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 
-/// The `agentvfs-front` binary, next to this package's binary. Always built
-/// through cargo: that is a no-op when it is up to date, and a stale front
-/// would test old code.
+#[path = "../../front/tests/support/binaries.rs"]
+mod binaries;
+
+/// The `agentvfs-front` binary, next to this package's binary.
 fn front_binary() -> PathBuf {
-    let load = Path::new(env!("CARGO_BIN_EXE_agentvfs-load"));
-    let front = load.with_file_name(format!("agentvfs-front{}", std::env::consts::EXE_SUFFIX));
-    static BUILD: std::sync::Once = std::sync::Once::new();
-    BUILD.call_once(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let mut build = Command::new(cargo);
-        build.args(["build", "-p", "agentvfs-front", "--bin", "agentvfs-front"]);
-        if !load.parent().is_some_and(|dir| dir.ends_with("debug")) {
-            build.arg("--release");
-        }
-        assert!(build.status().unwrap().success(), "building agentvfs-front failed");
-    });
-    assert!(front.is_file(), "{} is missing after building it", front.display());
-    front
+    binaries::workspace_binaries(env!("CARGO_BIN_EXE_agentvfs-load")).join("agentvfs-front")
 }
 
 /// A dev-mode front on a loopback port with a temporary store; killed on drop.

@@ -5,26 +5,17 @@
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Builds the front and the worker next to the `agentvfs` binary: in a
-/// workspace test run cargo builds other packages' binaries only on request.
-/// A no-op when they are up to date; a stale one would test old code.
+#[path = "../../../front/tests/support/binaries.rs"]
+mod binaries;
+
+/// The directory holding the front and the worker beside the `agentvfs`
+/// binary, built and up to date.
 pub fn server_binaries() -> PathBuf {
-    static BUILD: std::sync::Once = std::sync::Once::new();
-    let dir = Path::new(env!("CARGO_BIN_EXE_agentvfs")).parent().unwrap().to_owned();
-    BUILD.call_once(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let mut build = Command::new(cargo);
-        build.args(["build", "-p", "agentvfs-front", "-p", "agentvfs-worker"]);
-        if !dir.ends_with("debug") {
-            build.arg("--release");
-        }
-        assert!(build.status().unwrap().success(), "building agentvfs-front and agentvfs-worker failed");
-    });
-    dir
+    binaries::workspace_binaries(env!("CARGO_BIN_EXE_agentvfs"))
 }
 
 pub struct Killed(pub Child);

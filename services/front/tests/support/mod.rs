@@ -15,54 +15,18 @@ use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
-/// The `agentvfs-worker` binary: built next to this package's binaries by a
-/// workspace build, or built here on first use.
+#[path = "binaries.rs"]
+mod binaries;
+
+/// The `agentvfs-worker` binary beside this package's front.
 pub fn worker_binary() -> PathBuf {
-    let front = PathBuf::from(env!("CARGO_BIN_EXE_agentvfs-front"));
-    let worker = front.with_file_name("agentvfs-worker");
-    static BUILD: std::sync::Once = std::sync::Once::new();
-    BUILD.call_once(|| {
-        // Always rebuild through cargo: it is a no-op when up to date, and a
-        // stale worker would test old code.
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let mut build = Command::new(cargo);
-        build.args(["build", "-p", "agentvfs-worker", "--bin", "agentvfs-worker"]);
-        if !front.parent().is_some_and(|dir| dir.ends_with("debug")) {
-            build.arg("--release");
-        }
-        let status = build.status().expect("run cargo build");
-        assert!(status.success(), "building agentvfs-worker failed");
-    });
-    worker
+    binaries::workspace_binaries(env!("CARGO_BIN_EXE_agentvfs-front")).join("agentvfs-worker")
 }
 
-/// The front and worker built with the `failpoints` feature (fault points
-/// armed by `FAILPOINTS`), linked aside so that other builds of the same
-/// binaries cannot replace them mid-test.
+/// The front and the worker with their fault points, armed by `FAILPOINTS`:
+/// the binaries every test uses (see `binaries.rs`).
 pub fn failpoint_binaries() -> (PathBuf, PathBuf) {
-    let front = PathBuf::from(env!("CARGO_BIN_EXE_agentvfs-front"));
-    let dir = front.with_file_name("failpoints");
-    static BUILD: std::sync::Once = std::sync::Once::new();
-    BUILD.call_once(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let mut build = Command::new(cargo);
-        build.args(["build", "-p", "agentvfs-front", "-p", "agentvfs-worker"]);
-        build.args(["--features", "agentvfs-front/failpoints,agentvfs-worker/failpoints"]);
-        if !front.parent().is_some_and(|dir| dir.ends_with("debug")) {
-            build.arg("--release");
-        }
-        assert!(build.status().expect("run cargo build").success(), "building with failpoints failed");
-        std::fs::create_dir_all(&dir).expect("create the failpoints directory");
-        for name in ["agentvfs-front", "agentvfs-worker"] {
-            // A new link, not a copy over the old file: another test run may
-            // be executing that one.
-            let _ = std::fs::remove_file(dir.join(name));
-            if std::fs::hard_link(front.with_file_name(name), dir.join(name)).is_err() {
-                std::fs::copy(front.with_file_name(name), dir.join(name)).expect("copy a failpoints binary");
-            }
-        }
-    });
-    (dir.join("agentvfs-front"), dir.join("agentvfs-worker"))
+    (PathBuf::from(env!("CARGO_BIN_EXE_agentvfs-front")), worker_binary())
 }
 
 /// A running worker process; killed on drop.

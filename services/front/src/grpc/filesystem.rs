@@ -7,6 +7,7 @@ use agentvfs_proto::v1::file_system_server::FileSystem;
 use tonic::codegen::BoxStream;
 use tonic::{Request, Response, Status};
 
+use super::access::Access;
 use super::page_token::{PageToken, fingerprint};
 use super::{
     Front, Services, Target, convert, edit, idempotency, non_empty, not_a_file, page_size, read, transfer,
@@ -195,7 +196,20 @@ impl FileSystem for Services {
     ) -> Result<Response<pb::UploadResponse>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
-        let (header, data) = transfer::receive(request.into_inner(), front.store.limits().max_file_bytes).await?;
+        let mut stream = request.into_inner();
+        let header = transfer::receive_header(&mut stream).await?;
+        // Refused before the bytes arrive when the caller may not write
+        // there; checked again when the bytes are stored, since rights can
+        // change while they arrive.
+        front
+            .store
+            .clone()
+            .blocking({
+                let (front, caller, header) = (front.clone(), caller.clone(), header.clone());
+                move |_| front.target(&caller, &header.space, &header.path, &header.base, "header.path", Need::Write)
+            })
+            .await?;
+        let data = transfer::receive_data(&mut stream, &header, front.store.limits().max_file_bytes).await?;
         let response = front
             .store
             .clone()
@@ -334,7 +348,8 @@ impl FileSystem for Services {
                 .blocking(move |_| front.target(&caller, &req.space, &req.path, "", "path", Need::Read))
                 .await?
         };
-        Ok(Response::new(super::watch::follow(&front, target, req.from_revision)?))
+        let access = Access::new(&caller, Need::Read, &target, &req.space, &req.path);
+        Ok(Response::new(super::watch::follow(&front, target, access, req.from_revision)?))
     }
 
     async fn search(&self, request: Request<pb::SearchRequest>) -> Result<Response<pb::SearchResponse>, Status> {

@@ -2,6 +2,7 @@
 //! (paths, references, globs, limits) and handed to the store; store results
 //! become proto messages. Proto types stop here.
 
+mod access;
 mod admin;
 mod batch;
 mod content;

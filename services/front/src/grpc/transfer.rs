@@ -11,18 +11,22 @@ use crate::store::{Actor, Hash, WriteBody, WriteMode, WriteOp, WriteOutcome};
 /// Bytes per `Download` message.
 pub(super) const CHUNK: usize = 64 * 1024;
 
-/// Reads an upload stream: a header, then data chunks up to the file limit.
-pub(super) async fn receive(
-    mut stream: tonic::Streaming<pb::UploadChunk>,
+/// Reads the first message of an upload stream, which must be its header.
+pub(super) async fn receive_header(stream: &mut tonic::Streaming<pb::UploadChunk>) -> Result<pb::UploadHeader> {
+    match stream.next().await {
+        Some(Ok(pb::UploadChunk { part: Some(pb::upload_chunk::Part::Header(header)) })) => Ok(header),
+        Some(Err(status)) => Err(stream_error(&status)),
+        _ => Err(Error::invalid_argument("header", "The first upload message must be the header.")),
+    }
+}
+
+/// Reads the data chunks that follow the header, up to the file limit, and
+/// checks them against the header's hash.
+pub(super) async fn receive_data(
+    stream: &mut tonic::Streaming<pb::UploadChunk>,
+    header: &pb::UploadHeader,
     limit: u64,
-) -> Result<(pb::UploadHeader, Vec<u8>)> {
-    let header = match stream.next().await {
-        Some(Ok(pb::UploadChunk { part: Some(pb::upload_chunk::Part::Header(header)) })) => header,
-        Some(Err(status)) => return Err(stream_error(&status)),
-        _ => {
-            return Err(Error::invalid_argument("header", "The first upload message must be the header."));
-        }
-    };
+) -> Result<Vec<u8>> {
     let mut data = Vec::new();
     while let Some(chunk) = stream.next().await {
         match chunk.map_err(|status| stream_error(&status))?.part {
@@ -56,7 +60,7 @@ pub(super) async fn receive(
             .field("header.hash"));
         }
     }
-    Ok((header, data))
+    Ok(data)
 }
 
 fn stream_error(status: &tonic::Status) -> Error {

@@ -5,14 +5,21 @@
 //! the reading, nothing piles up in memory. At the end of the log it waits
 //! for the next commit, then for it to be on disk, so no event describes a
 //! change that a crash could still undo.
+//!
+//! Every batch re-checks the caller's access against the space's record
+//! (see [`Access`]), and holds only changes committed up to that record's
+//! revision: a caller whose role is removed, or whose space is deleted,
+//! gets no event committed after that and the stream ends with the error a
+//! fresh call would get. Both changes are commits that wake the follower.
 
 use agentvfs_proto::v1 as pb;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 use tonic::codegen::BoxStream;
 
+use super::access::Access;
 use super::{Front, Target, convert};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ids::SpaceId;
 use crate::path::SpacePath;
 use crate::store::{ChangeKind, Store, expired};
@@ -22,8 +29,14 @@ const BUFFER: usize = 64;
 /// Log records read at a time.
 const BATCH: usize = 256;
 
-/// Starts following `target`'s space from `from_revision` (0: from now on).
-pub(super) fn follow(front: &Front, target: Target, from_revision: u64) -> Result<BoxStream<pb::WatchEvent>> {
+/// Starts following `target`'s space from `from_revision` (0: from now on),
+/// for as long as `access` holds.
+pub(super) fn follow(
+    front: &Front,
+    target: Target,
+    access: Access,
+    from_revision: u64,
+) -> Result<BoxStream<pb::WatchEvent>> {
     let space = &target.space;
     let first = if from_revision == 0 { space.revision + 1 } else { from_revision };
     if first <= space.compacted_revision {
@@ -37,8 +50,8 @@ pub(super) fn follow(front: &Front, target: Target, from_revision: u64) -> Resul
         loop {
             let space_id = target.space.id;
             let batch = {
-                let store = store.clone();
-                store.blocking(move |store| read(store, space_id, next)).await
+                let (store, access) = (store.clone(), access.clone());
+                store.blocking(move |store| read(store, &access, space_id, next)).await
             };
             let records = match batch {
                 Ok(records) => records,
@@ -72,16 +85,22 @@ pub(super) fn follow(front: &Front, target: Target, from_revision: u64) -> Resul
     Ok(Box::pin(ReceiverStream::new(receiver)))
 }
 
-/// The next log records of a space as events, or SNAPSHOT_EXPIRED when the
+/// The next log records of a space as events, up to the revision of the
+/// space record that `access` was checked against; SNAPSHOT_EXPIRED when the
 /// log was compacted past `next` while following it.
-fn read(store: &Store, space: SpaceId, next: u64) -> Result<Vec<(u64, Vec<pb::WatchEvent>)>> {
-    let record = store.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
+fn read(store: &Store, access: &Access, space: SpaceId, next: u64) -> Result<Vec<(u64, Vec<pb::WatchEvent>)>> {
+    let record = access.recheck(store)?;
     if next <= record.compacted_revision {
         return Err(expired(next, record.compacted_revision));
     }
+    // The record and the log entry of a change are written in one
+    // transaction, so every entry up to the record's revision was committed
+    // while the access just checked held; later ones wait for the next batch
+    // (their commit has woken, or will wake, the follower).
     let records = store.revisions(space, next, BATCH)?;
     Ok(records
         .into_iter()
+        .take_while(|(revision, _)| *revision <= record.revision)
         .map(|(revision, record)| {
             let events = record
                 .changes

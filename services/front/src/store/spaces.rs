@@ -164,6 +164,8 @@ impl Store {
                 }
                 Ok::<_, ConflictableTransactionError<Error>>(())
             })?;
+            // Wakes followers of the space's log, which then find it gone.
+            self.inner.commits.send_modify(|count| *count += 1);
             space
         };
         self.purge_space(id)?;

@@ -1,5 +1,6 @@
 //! End-to-end: calls that outlive their first authorization (`Watch`,
-//! `Upload`) follow changes of access made while they run.
+//! `Download`, `Upload`) follow changes of access made while they run, and a
+//! `Download` holds a bounded part of the file, whatever its size.
 
 // Tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -198,4 +199,100 @@ async fn an_upload_whose_writer_loses_its_role_midway_saves_nothing() {
     let mut ops_fs = FileSystemClient::with_interceptor(t.front.channel().await, Bearer(OPS));
     let read = ops_fs.read(support::read("s", "/midway.bin")).await.unwrap_err();
     assert_eq!(read.code(), Code::NotFound, "{read:?}");
+}
+
+/// Uploads `data` to `path` in `s` in 1 MiB messages.
+async fn upload(fs: &mut Fs, path: &str, data: &[u8]) -> pb::UploadResponse {
+    let mut messages = vec![upload_header(path)];
+    messages.extend(data.chunks(1 << 20).map(|chunk| upload_data(chunk.to_vec())));
+    fs.upload(tokio_stream::iter(messages)).await.unwrap().into_inner()
+}
+
+/// Bytes that are not UTF-8 (so they are classified at a glance) and do not
+/// repeat within a chunk.
+fn binary(size: usize) -> Vec<u8> {
+    let mut data: Vec<u8> = (0..size).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    data[0] = 0xFF;
+    data
+}
+
+#[tokio::test]
+async fn a_download_ends_with_not_found_when_its_space_is_deleted_midway() {
+    let t = Tenants::start().await;
+    let data = binary(16 << 20);
+    upload(&mut t.alice.clone(), "/big.bin", &data).await;
+    let request = pb::DownloadRequest { space: "s".into(), path: "/big.bin".into(), ..Default::default() };
+    let mut stream = t.bob.clone().download(request.clone()).await.unwrap().into_inner();
+    let first = next(&mut stream).await.unwrap().unwrap();
+    assert_eq!(first.header.as_ref().unwrap().size, data.len() as u64);
+
+    t.delete_space().await;
+    let mut received = first.data.len();
+    let status = loop {
+        match next(&mut stream).await {
+            Ok(Some(chunk)) => received += chunk.data.len(),
+            Ok(None) => panic!("the whole file arrived after its space was deleted"),
+            Err(status) => break status,
+        }
+    };
+    assert!(received < data.len(), "{received} bytes");
+    let fresh = t.bob.clone().download(request).await.unwrap_err();
+    assert_eq!(fresh.code(), Code::NotFound);
+    same_error(&status, &fresh);
+}
+
+/// Peak and current resident memory of a process, in bytes.
+fn memory(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| -> u64 {
+        let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+/// Downloads `/big.bin` of space `s` whole; returns its size and BLAKE3 hex.
+async fn download_all(front: &Front) -> (usize, String) {
+    let request = pb::DownloadRequest { space: "s".into(), path: "/big.bin".into(), ..Default::default() };
+    let mut stream = front.fs().await.download(request).await.unwrap().into_inner();
+    let mut hasher = blake3::Hasher::new();
+    let mut received = 0;
+    while let Some(chunk) = next(&mut stream).await.unwrap() {
+        received += chunk.data.len();
+        hasher.update(&chunk.data);
+    }
+    (received, hasher.finalize().to_hex().to_string())
+}
+
+/// A download streams the file a run of chunks at a time: the front's peak
+/// memory grows by far less than the file. (Reading the whole file and
+/// copying it into messages grew it by about twice the file.)
+#[tokio::test]
+async fn a_download_holds_a_bounded_part_of_the_file() {
+    const SIZE: usize = 48 << 20;
+    let mut front = Front::start().await;
+    front.space("s").await;
+    let data = binary(SIZE);
+    let hash = blake3::hash(&data).to_hex().to_string();
+    let mut messages = vec![upload_header("/big.bin")];
+    messages.extend(data.chunks(1 << 20).map(|chunk| upload_data(chunk.to_vec())));
+    drop(data);
+    let uploaded = front.fs().await.upload(tokio_stream::iter(messages)).await.unwrap().into_inner();
+    assert_eq!(uploaded.hash, hash);
+    // A fresh process, so that nothing the upload left behind is reused; a
+    // first download, so that what the store keeps of pages it has read
+    // once (about the file's size, whatever its cache setting) is not
+    // counted against the download.
+    front.crash_and_restart().await;
+    assert_eq!(download_all(&front).await, (SIZE, hash.clone()));
+    let pid = front.pid();
+    // Resets the peak to the current resident size (Linux 4.0+).
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let (_, before) = memory(pid);
+
+    assert_eq!(download_all(&front).await, (SIZE, hash));
+    let (peak, _) = memory(pid);
+    let growth = peak.saturating_sub(before);
+    eprintln!("front resident memory: {before} bytes before the download, peak {peak} (+{growth})");
+    assert!(growth < (SIZE / 4) as u64, "downloading {SIZE} bytes grew the front's peak memory by {growth} bytes");
 }

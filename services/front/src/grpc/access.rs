@@ -1,6 +1,6 @@
 //! Rights re-checked by calls that outlive their first check.
 //!
-//! A `Watch` stream can stay open long after the call was
+//! A `Watch` or a `Download` stream can stay open long after the call was
 //! authorized, and the space's access list can change (`Admin.SetAccess`) or
 //! the space go away (`Admin.DeleteSpace`) meanwhile. Such a call checks the
 //! caller's rights again against the space's current record each time it

@@ -229,15 +229,15 @@ impl FileSystem for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        let chunks = front
+        let download = front
             .store
             .clone()
             .blocking({
                 let front = front.clone();
-                move |_| transfer::download(&front, &caller, &req)
+                move |_| transfer::open_download(&front, &caller, &req)
             })
             .await?;
-        Ok(Response::new(Box::pin(tokio_stream::iter(chunks.into_iter().map(Ok)))))
+        Ok(Response::new(transfer::send_download(front.store.clone(), download)))
     }
 
     async fn write(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteResponse>, Status> {

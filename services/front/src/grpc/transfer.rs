@@ -2,14 +2,24 @@
 
 use agentvfs_proto::v1 as pb;
 use tokio_stream::StreamExt as _;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Status;
+use tonic::codegen::BoxStream;
 
+use super::access::Access;
 use super::{Front, convert, idempotency};
 use crate::auth::{Caller, Need};
 use crate::error::{Error, Reason, Result};
-use crate::store::{Actor, Hash, WriteBody, WriteMode, WriteOp, WriteOutcome};
+use crate::ids::{NodeId, SpaceId};
+use crate::path::SpacePath;
+use crate::store::content::ChunkReader;
+use crate::store::{Actor, Hash, Store, WriteBody, WriteMode, WriteOp, WriteOutcome};
 
-/// Bytes per `Download` message.
-pub(super) const CHUNK: usize = 64 * 1024;
+/// Stored chunks (64 KiB each, one per `Download` message) read per store
+/// call: with the queue, what one download holds at most.
+const RUN: u32 = 8;
+/// `Download` messages queued between the store reader and the connection.
+const QUEUE: usize = 4;
 
 /// Reads the first message of an upload stream, which must be its header.
 pub(super) async fn receive_header(stream: &mut tonic::Streaming<pb::UploadChunk>) -> Result<pb::UploadHeader> {
@@ -118,8 +128,24 @@ fn upload_response(outcome: &WriteOutcome) -> pb::UploadResponse {
     }
 }
 
-/// The messages of a download: the header with the first bytes, then the rest.
-pub(super) fn download(front: &Front, caller: &Caller, req: &pb::DownloadRequest) -> Result<Vec<pb::DownloadChunk>> {
+/// A download whose header is ready and whose bytes are still in the store.
+pub(super) struct Download {
+    header: pb::DownloadHeader,
+    source: Source,
+}
+
+/// Where a download's bytes come from, and the rights that let it go on.
+struct Source {
+    access: Access,
+    reader: ChunkReader,
+    space: SpaceId,
+    node: NodeId,
+    version: u64,
+    path: SpacePath,
+}
+
+/// Resolves a download (blocking): the file, its version and its content.
+pub(super) fn open_download(front: &Front, caller: &Caller, req: &pb::DownloadRequest) -> Result<Download> {
     let target = front.target(caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
     let entry = front.file_at(&target, req.at_revision)?;
     let number = if req.version == 0 { entry.version } else { req.version };
@@ -127,7 +153,8 @@ pub(super) fn download(front: &Front, caller: &Caller, req: &pb::DownloadRequest
         .store
         .version(target.space.id, entry.node, number)?
         .ok_or_else(|| Error::not_found(format!("version {number} of {}", target.path)))?;
-    let bytes = front.store.content(version.hash)?;
+    let reader = front.store.content_reader(version.hash)?;
+    debug_assert_eq!(reader.size(), version.size);
     let header = pb::DownloadHeader {
         node_id: entry.node.to_string(),
         version: number,
@@ -135,11 +162,66 @@ pub(super) fn download(front: &Front, caller: &Caller, req: &pb::DownloadRequest
         size: version.size,
         text: Some(convert::text_info(&version.text)),
     };
-    let mut chunks: Vec<pb::DownloadChunk> =
-        bytes.chunks(CHUNK).map(|c| pb::DownloadChunk { header: None, data: c.to_vec() }).collect();
-    match chunks.first_mut() {
-        Some(first) => first.header = Some(header),
-        None => chunks.push(pb::DownloadChunk { header: Some(header), data: Vec::new() }),
-    }
-    Ok(chunks)
+    let access = Access::new(caller, Need::Read, &target, &req.space, &req.path);
+    let source =
+        Source { access, reader, space: target.space.id, node: entry.node, version: number, path: target.path };
+    Ok(Download { header, source })
+}
+
+/// Streams a download: the header with the first bytes, then the rest, read
+/// from the store a run at a time off the runtime and sent through a small
+/// queue, so a download holds about a run and the queue whatever the file's
+/// size. Each run re-checks the caller's access; the stream ends with the
+/// error a fresh call would get if it is lost, or DATA_LOSS if the content
+/// does not match its hash.
+pub(super) fn send_download(store: Store, download: Download) -> BoxStream<pb::DownloadChunk> {
+    let (sender, receiver) = tokio::sync::mpsc::channel(QUEUE);
+    tokio::spawn(async move {
+        let Download { header, mut source } = download;
+        let mut header = Some(header);
+        loop {
+            let step = store
+                .blocking(move |store| {
+                    let run = next_run(store, &mut source)?;
+                    Ok((source, run))
+                })
+                .await;
+            let run;
+            (source, run) = match step {
+                Ok(step) => step,
+                Err(error) => {
+                    let _ = sender.send(Err(Status::from(error))).await;
+                    return;
+                }
+            };
+            for data in run {
+                if sender.send(Ok(pb::DownloadChunk { header: header.take(), data })).await.is_err() {
+                    return;
+                }
+            }
+            if source.reader.finished() {
+                if let Some(header) = header.take() {
+                    let _ = sender.send(Ok(pb::DownloadChunk { header: Some(header), data: Vec::new() })).await;
+                }
+                return;
+            }
+        }
+    });
+    Box::pin(ReceiverStream::new(receiver))
+}
+
+/// The next run of a download's bytes, while the caller may still read them.
+fn next_run(store: &Store, source: &mut Source) -> Result<Vec<Vec<u8>>> {
+    source.access.recheck(store)?;
+    store.read_content_run(&mut source.reader, RUN).map_err(|error| {
+        // Content released under the stream: its space was deleted, or its
+        // version removed or compacted away. Say what a fresh call would.
+        if let Err(lost) = source.access.recheck(store) {
+            return lost;
+        }
+        match store.version(source.space, source.node, source.version) {
+            Ok(None) => Error::not_found(format!("version {} of {}", source.version, source.path)),
+            _ => error,
+        }
+    })
 }

@@ -119,6 +119,69 @@ pub fn read_chunks_if_stored(tree: &sled::Tree, hash: Hash) -> Result<Option<Vec
     Ok(Some(chunks))
 }
 
+/// Reads one content a run of chunks at a time, hashing as it goes, so that
+/// content of any size can be streamed while only a run of it is held.
+#[derive(Debug)]
+pub struct ChunkReader {
+    hash: Hash,
+    size: u64,
+    chunks: u32,
+    next: u32,
+    read: u64,
+    hasher: blake3::Hasher,
+    verified: bool,
+}
+
+impl ChunkReader {
+    /// Opens the content of `hash`; DATA_LOSS when nothing is stored under it.
+    pub fn open(tree: &sled::Tree, hash: Hash) -> Result<Self> {
+        let raw = tree.get(keys::blob_meta(&hash.0))?.ok_or_else(|| missing(hash))?;
+        let meta: BlobMeta = decode(&raw)?;
+        Ok(Self {
+            hash,
+            size: meta.size,
+            chunks: meta.chunks,
+            next: 0,
+            read: 0,
+            hasher: blake3::Hasher::new(),
+            verified: false,
+        })
+    }
+
+    /// The next run of at most `max` chunks, in order, copied out of the
+    /// store. The run that completes the content comes only once the whole
+    /// content has been found to have its size and hash (DATA_LOSS
+    /// otherwise); after it, runs are empty.
+    pub fn next_run(&mut self, tree: &sled::Tree, max: u32) -> Result<Vec<Vec<u8>>> {
+        let end = self.next.saturating_add(max.max(1)).min(self.chunks);
+        let mut run = Vec::with_capacity((end - self.next) as usize);
+        for index in self.next..end {
+            let chunk = tree.get(keys::blob_chunk(&self.hash.0, index))?.ok_or_else(|| missing(self.hash))?;
+            self.read += chunk.len() as u64;
+            self.hasher.update(&chunk);
+            run.push(chunk.to_vec());
+        }
+        self.next = end;
+        if self.next == self.chunks && !self.verified {
+            if self.read != self.size || *self.hasher.finalize().as_bytes() != self.hash.0 {
+                return Err(damaged(self.hash));
+            }
+            self.verified = true;
+        }
+        Ok(run)
+    }
+
+    /// True once every chunk was read and the content verified.
+    pub fn finished(&self) -> bool {
+        self.verified
+    }
+
+    /// The content's size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+}
+
 fn damaged(hash: Hash) -> Error {
     Error::new(Reason::DataLoss, "Stored content failed its integrity check.").with("hash", hash.to_hex())
 }
@@ -126,4 +189,54 @@ fn damaged(hash: Hash) -> Error {
 fn missing(hash: Hash) -> Error {
     Error::new(Reason::DataLoss, "Content referenced by a version is missing from the store.")
         .with("hash", hash.to_hex())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn stored(bytes: &[u8]) -> (sled::Tree, Hash) {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        let tree = db.open_tree("content").unwrap();
+        let hash = Hash::of(bytes);
+        tree.transaction(|tx| add_ref(tx, hash, Some(bytes))).unwrap();
+        (tree, hash)
+    }
+
+    fn read_all(tree: &sled::Tree, hash: Hash) -> Result<Vec<u8>> {
+        let mut reader = ChunkReader::open(tree, hash)?;
+        let mut bytes = Vec::new();
+        while !reader.finished() {
+            let run = reader.next_run(tree, 3)?;
+            assert!(run.len() <= 3);
+            bytes.extend(run.concat());
+        }
+        assert!(reader.next_run(tree, 3)?.is_empty());
+        Ok(bytes)
+    }
+
+    #[test]
+    fn the_chunk_reader_reads_content_of_any_size_in_runs() {
+        for size in [0, 1, CHUNK_SIZE - 1, CHUNK_SIZE, 7 * CHUNK_SIZE + 5] {
+            let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            let (tree, hash) = stored(&bytes);
+            assert_eq!(read_all(&tree, hash).unwrap(), bytes, "{size} bytes");
+        }
+    }
+
+    #[test]
+    fn the_chunk_reader_refuses_content_that_does_not_match_its_hash() {
+        let bytes = vec![7; 5 * CHUNK_SIZE];
+        let (tree, hash) = stored(&bytes);
+        let mut damaged_chunk = vec![7; CHUNK_SIZE];
+        damaged_chunk[10] = 8;
+        tree.insert(keys::blob_chunk(&hash.0, 4), damaged_chunk).unwrap();
+        assert_eq!(read_all(&tree, hash).unwrap_err().reason, Reason::DataLoss);
+        // A missing chunk, or no content at all, is DATA_LOSS too.
+        tree.remove(keys::blob_chunk(&hash.0, 2)).unwrap();
+        assert_eq!(read_all(&tree, hash).unwrap_err().reason, Reason::DataLoss);
+        assert_eq!(ChunkReader::open(&tree, Hash::of(b"nothing")).unwrap_err().reason, Reason::DataLoss);
+    }
 }

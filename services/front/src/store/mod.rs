@@ -421,6 +421,18 @@ impl Store {
         content::read_chunks_if_stored(&self.trees().content, hash)
     }
 
+    /// A reader of the content with this hash, a run of chunks at a time;
+    /// DATA_LOSS when no content has this hash.
+    pub fn content_reader(&self, hash: Hash) -> Result<content::ChunkReader> {
+        content::ChunkReader::open(&self.trees().content, hash)
+    }
+
+    /// The next run of at most `max` chunks of `reader`'s content (see
+    /// [`content::ChunkReader::next_run`]).
+    pub fn read_content_run(&self, reader: &mut content::ChunkReader, max: u32) -> Result<Vec<Vec<u8>>> {
+        reader.next_run(&self.trees().content, max)
+    }
+
     /// One page of a snapshot walk; see [`ScanOptions`].
     pub fn scan(&self, space: SpaceId, options: &ScanOptions<'_>) -> Result<ScanPage> {
         snapshot::scan(&self.trees().history, space, options)

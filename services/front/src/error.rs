@@ -13,85 +13,76 @@ use std::time::Duration;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-/// The closed set of error reasons clients branch on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Reason {
-    InvalidArgument,
-    InvalidPath,
-    PathTraversal,
-    InvalidPattern,
-    CursorInvalid,
-    AmbiguousReference,
-    TooLarge,
-    NotFound,
-    AlreadyExists,
-    NotAFile,
-    NotADirectory,
-    BinaryContent,
-    NotUtf8,
-    FileTooLarge,
-    ReadRequired,
-    EditNoMatch,
-    EditAmbiguousMatch,
-    EditNoop,
-    IdempotencyKeyReused,
-    SnapshotExpired,
-    VersionConflict,
-    FileModifiedSinceRead,
-    IdempotencyRequestInProgress,
-    PermissionDenied,
-    Unauthenticated,
-    QuotaExceeded,
-    RateLimited,
-    Overloaded,
-    WorkerUnavailable,
-    ShuttingDown,
-    StorageFull,
-    DataLoss,
-    Internal,
+/// Declares [`Reason`] from one table of variants and their `ErrorInfo`
+/// reason strings, so that naming and parsing can never disagree.
+macro_rules! reasons {
+    ($($variant:ident => $name:literal,)*) => {
+        /// The closed set of error reasons clients branch on.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Reason {
+            $($variant,)*
+        }
+
+        impl Reason {
+            /// Every reason, in table order.
+            pub const ALL: &[Reason] = &[$(Reason::$variant,)*];
+
+            /// The `ErrorInfo.reason` string.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Reason::$variant => $name,)*
+                }
+            }
+
+            /// The reason an `ErrorInfo.reason` string names, if it names one
+            /// (a worker's error, read back by the front).
+            pub fn parse(name: &str) -> Option<Reason> {
+                match name {
+                    $($name => Some(Reason::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+reasons! {
+    InvalidArgument => "INVALID_ARGUMENT",
+    InvalidPath => "INVALID_PATH",
+    PathTraversal => "PATH_TRAVERSAL",
+    InvalidPattern => "INVALID_PATTERN",
+    CursorInvalid => "CURSOR_INVALID",
+    AmbiguousReference => "AMBIGUOUS_REFERENCE",
+    TooLarge => "TOO_LARGE",
+    NotFound => "NOT_FOUND",
+    AlreadyExists => "ALREADY_EXISTS",
+    NotAFile => "NOT_A_FILE",
+    NotADirectory => "NOT_A_DIRECTORY",
+    BinaryContent => "BINARY_CONTENT",
+    NotUtf8 => "NOT_UTF8",
+    FileTooLarge => "FILE_TOO_LARGE",
+    ReadRequired => "READ_REQUIRED",
+    EditNoMatch => "EDIT_NO_MATCH",
+    EditAmbiguousMatch => "EDIT_AMBIGUOUS_MATCH",
+    EditNoop => "EDIT_NOOP",
+    IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+    SnapshotExpired => "SNAPSHOT_EXPIRED",
+    VersionConflict => "VERSION_CONFLICT",
+    FileModifiedSinceRead => "FILE_MODIFIED_SINCE_READ",
+    IdempotencyRequestInProgress => "IDEMPOTENCY_REQUEST_IN_PROGRESS",
+    PermissionDenied => "PERMISSION_DENIED",
+    Unauthenticated => "UNAUTHENTICATED",
+    QuotaExceeded => "QUOTA_EXCEEDED",
+    RateLimited => "RATE_LIMITED",
+    Overloaded => "OVERLOADED",
+    WorkerUnavailable => "WORKER_UNAVAILABLE",
+    ShuttingDown => "SHUTTING_DOWN",
+    StorageFull => "STORAGE_FULL",
+    DataLoss => "DATA_LOSS",
+    Internal => "INTERNAL",
 }
 
 impl Reason {
-    /// The `ErrorInfo.reason` string.
-    pub fn as_str(self) -> &'static str {
-        use Reason::*;
-        match self {
-            InvalidArgument => "INVALID_ARGUMENT",
-            InvalidPath => "INVALID_PATH",
-            PathTraversal => "PATH_TRAVERSAL",
-            InvalidPattern => "INVALID_PATTERN",
-            CursorInvalid => "CURSOR_INVALID",
-            AmbiguousReference => "AMBIGUOUS_REFERENCE",
-            TooLarge => "TOO_LARGE",
-            NotFound => "NOT_FOUND",
-            AlreadyExists => "ALREADY_EXISTS",
-            NotAFile => "NOT_A_FILE",
-            NotADirectory => "NOT_A_DIRECTORY",
-            BinaryContent => "BINARY_CONTENT",
-            NotUtf8 => "NOT_UTF8",
-            FileTooLarge => "FILE_TOO_LARGE",
-            ReadRequired => "READ_REQUIRED",
-            EditNoMatch => "EDIT_NO_MATCH",
-            EditAmbiguousMatch => "EDIT_AMBIGUOUS_MATCH",
-            EditNoop => "EDIT_NOOP",
-            IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
-            SnapshotExpired => "SNAPSHOT_EXPIRED",
-            VersionConflict => "VERSION_CONFLICT",
-            FileModifiedSinceRead => "FILE_MODIFIED_SINCE_READ",
-            IdempotencyRequestInProgress => "IDEMPOTENCY_REQUEST_IN_PROGRESS",
-            PermissionDenied => "PERMISSION_DENIED",
-            Unauthenticated => "UNAUTHENTICATED",
-            QuotaExceeded => "QUOTA_EXCEEDED",
-            RateLimited => "RATE_LIMITED",
-            Overloaded => "OVERLOADED",
-            WorkerUnavailable => "WORKER_UNAVAILABLE",
-            ShuttingDown => "SHUTTING_DOWN",
-            StorageFull => "STORAGE_FULL",
-            DataLoss => "DATA_LOSS",
-            Internal => "INTERNAL",
-        }
-    }
-
     /// The gRPC code of SPEC §6.
     pub fn code(self) -> Code {
         use Reason::*;
@@ -165,6 +156,19 @@ impl Reason {
         }
     }
 }
+
+impl std::str::FromStr for Reason {
+    type Err = UnknownReason;
+
+    fn from_str(name: &str) -> std::result::Result<Self, UnknownReason> {
+        Reason::parse(name).ok_or(UnknownReason)
+    }
+}
+
+/// A string that names no [`Reason`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("not an agentvfs error reason")]
+pub struct UnknownReason;
 
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -373,6 +377,16 @@ mod tests {
         let status = Error::new(Reason::Overloaded, "Too busy.").into_status();
         assert_eq!(status.code(), Code::ResourceExhausted);
         assert!(status.get_error_details().retry_info().is_some());
+    }
+
+    #[test]
+    fn every_reason_parses_back_from_its_name() {
+        for &reason in Reason::ALL {
+            assert_eq!(reason.as_str().parse::<Reason>(), Ok(reason));
+        }
+        assert_eq!(Reason::parse("INVALID_PATTERN"), Some(Reason::InvalidPattern));
+        assert_eq!("invalid_pattern".parse::<Reason>(), Err(UnknownReason));
+        assert_eq!(Reason::parse(""), None);
     }
 
     #[test]

@@ -9,10 +9,11 @@
 //! ([`crate::discovery`]): each call works on the pool as it was when the
 //! call began.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::worker_client::WorkerClient;
@@ -142,14 +143,17 @@ impl Workers {
         !self.pool.borrow().is_empty() && self.running.available_permits() >= 2
     }
 
-    /// Runs one grep job on some worker, within `deadline` if given.
+    /// Runs one grep job on some worker, within `deadline` if given. A
+    /// reply that `check` refuses counts as that worker's failure.
     pub async fn grep(
         &self,
-        mut job: pb::GrepJob,
+        job: pb::GrepJob,
         deadline: Option<Duration>,
         request_id: Option<&str>,
         priority: Priority,
+        check: impl Fn(&pb::GrepJobResult) -> std::result::Result<(), String>,
     ) -> Result<pb::GrepJobResult> {
+        let until = deadline.map(|deadline| Instant::now() + deadline);
         if self.pool.borrow().is_empty() {
             return Err(unavailable("No worker is known to this server."));
         }
@@ -166,41 +170,167 @@ impl Workers {
                         .with("queueDepth", self.max_waiting)
                         .retry_after(RETRY_AFTER));
                 }
-                let permit = self.running.acquire().await;
+                let permit = within(until, self.running.acquire()).await;
                 self.waiting.fetch_sub(1, Ordering::AcqRel);
-                permit.map_err(|_| unavailable("The job queue is closed."))?
+                permit?.map_err(|_| unavailable("The job queue is closed."))?
             }
         };
+        let check = &check;
+        self.failover(
+            |_| true,
+            job,
+            until,
+            request_id,
+            |mut client, request| async move {
+                let reply = client.run_grep(request).await?.into_inner();
+                check(&reply).map_err(Failure::Malformed)?;
+                Ok(reply)
+            },
+        )
+        .await
+    }
 
-        let began = std::time::Instant::now();
-        let out_of_time = || deadline.is_some_and(|deadline| began.elapsed() >= deadline);
-        let mut last_failure = String::new();
-        let workers = self.in_turn(|_| true);
-        let last = workers.len().saturating_sub(1);
-        for (i, Worker { address, mut client }) in workers.into_iter().enumerate() {
+    /// Sends `message` to the workers in turn (those `preferred` first)
+    /// through `call` until one answers, within `until` if given. The one
+    /// failover rule of every worker call:
+    ///
+    /// - an answer (that `call` found well formed) is the result;
+    /// - a worker's refusal of the request (INVALID_ARGUMENT, such as an
+    ///   INVALID_PATTERN) is the caller's error, forwarded with its reason;
+    /// - DEADLINE_EXCEEDED, or running out of time, ends the failover;
+    /// - anything else (unreachable, failing, or a malformed reply) moves on
+    ///   to the next worker;
+    /// - when none is left, WORKER_UNAVAILABLE with RetryInfo, naming the
+    ///   last failure.
+    ///
+    /// Each attempt carries the time left as its `grpc-timeout` and the
+    /// caller's request ID.
+    pub async fn failover<M, T, F, Fut>(
+        &self,
+        preferred: impl Fn(SocketAddr) -> bool,
+        message: M,
+        until: Option<Instant>,
+        request_id: Option<&str>,
+        mut call: F,
+    ) -> Result<T>
+    where
+        M: Clone,
+        F: FnMut(WorkerClient<Channel>, tonic::Request<M>) -> Fut,
+        Fut: Future<Output = std::result::Result<T, Failure>>,
+    {
+        let workers = self.in_turn(preferred);
+        if workers.is_empty() {
+            return Err(unavailable("No worker is known to this server."));
+        }
+        let out_of_time = || until.is_some_and(|until| Instant::now() >= until);
+        let mut last_failure = None;
+        let last = workers.len() - 1;
+        let mut message = Some(message);
+        for (i, Worker { address, client }) in workers.into_iter().enumerate() {
             // A job names up to a page of files: cloned only for a failover.
-            let message = if i == last { std::mem::take(&mut job) } else { job.clone() };
-            let mut request = tonic::Request::new(message);
-            if let Some(deadline) = deadline {
-                request.set_timeout(deadline);
+            let Some(body) = (if i == last { message.take() } else { message.clone() }) else { break };
+            let mut request = tonic::Request::new(body);
+            let left = until.map(|until| until.saturating_duration_since(Instant::now()));
+            if let Some(left) = left {
+                if left.is_zero() {
+                    return Err(deadline_passed());
+                }
+                request.set_timeout(left);
             }
             if let Some(value) = request_id.and_then(|id| id.parse().ok()) {
                 request.metadata_mut().insert(crate::metrics::REQUEST_ID, value);
             }
-            match client.run_grep(request).await {
-                Ok(response) => return Ok(response.into_inner()),
-                Err(status) if status.code() == Code::InvalidArgument => return Err(forwarded(&status)),
-                Err(status) if status.code() == Code::DeadlineExceeded => return Err(deadline_passed()),
-                // A connection to a worker that just died also ends as
-                // CANCELLED: only the caller's deadline stops the failover.
-                Err(status) if status.code() == Code::Cancelled && out_of_time() => return Err(deadline_passed()),
-                Err(status) => {
-                    tracing::warn!(worker = %address, code = ?status.code(), message = status.message(), "worker failed a job");
-                    last_failure = status.message().to_owned();
+            let failure = match within(until, call(client, request)).await? {
+                Ok(answer) => return Ok(answer),
+                Err(failure) => failure,
+            };
+            match failure.verdict(out_of_time()) {
+                Verdict::Forward(error) => return Err(error),
+                Verdict::OutOfTime => return Err(deadline_passed()),
+                Verdict::TryNext => {
+                    tracing::warn!(worker = %address, failure = %failure, "worker failed a call");
+                    last_failure = Some(failure);
                 }
             }
         }
-        Err(unavailable("No worker could run the search.").with("detail", last_failure))
+        Err(match last_failure {
+            Some(failure) => failure.describe(),
+            None => unavailable("No worker could run the search."),
+        })
+    }
+}
+
+/// Waits for `work` until `until`, if given; past it, the call's deadline
+/// has passed.
+async fn within<T>(until: Option<Instant>, work: impl Future<Output = T>) -> Result<T> {
+    match until {
+        Some(until) => tokio::time::timeout_at(until.into(), work).await.map_err(|_| deadline_passed()),
+        None => Ok(work.await),
+    }
+}
+
+/// Why one worker gave no usable answer.
+#[derive(Debug)]
+pub enum Failure {
+    /// The call failed with this status.
+    Status(tonic::Status),
+    /// The worker answered, but its reply breaks the contract (and is not used).
+    Malformed(String),
+}
+
+impl From<tonic::Status> for Failure {
+    fn from(status: tonic::Status) -> Self {
+        Failure::Status(status)
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Status(status) => write!(f, "{:?}: {}", status.code(), status.message()),
+            Failure::Malformed(why) => write!(f, "malformed reply: {why}"),
+        }
+    }
+}
+
+/// What a failover does after a worker's failure.
+#[derive(Debug)]
+enum Verdict {
+    /// The caller's own error: return it.
+    Forward(Error),
+    OutOfTime,
+    TryNext,
+}
+
+impl Failure {
+    fn verdict(&self, out_of_time: bool) -> Verdict {
+        let Failure::Status(status) = self else { return Verdict::TryNext };
+        match status.code() {
+            Code::InvalidArgument => Verdict::Forward(refused(status)),
+            Code::DeadlineExceeded => Verdict::OutOfTime,
+            // A connection to a worker that just died also ends as
+            // CANCELLED: only the caller's deadline stops the failover.
+            Code::Cancelled if out_of_time => Verdict::OutOfTime,
+            _ => Verdict::TryNext,
+        }
+    }
+
+    /// WORKER_UNAVAILABLE, naming this last failure: the worker's message
+    /// and, when it gave one, its cause (such as the front refusing the
+    /// worker's credentials).
+    fn describe(self) -> Error {
+        let detail = match &self {
+            Failure::Malformed(why) => format!("a worker's reply was malformed: {why}"),
+            Failure::Status(status) => status.message().to_owned(),
+        };
+        let error = unavailable(&format!("No worker could run the search; the last one failed: {detail}"))
+            .with("detail", detail);
+        let Failure::Status(status) = self else { return error };
+        let info = status.get_details_error_info().filter(|info| info.domain == agentvfs_proto::ERROR_DOMAIN);
+        match info.as_ref().and_then(|info| info.metadata.get("cause")) {
+            Some(cause) => error.with("cause", cause),
+            None => error,
+        }
     }
 }
 
@@ -214,11 +344,98 @@ fn unavailable(message: &str) -> Error {
     Error::new(Reason::WorkerUnavailable, message).retry_after(Duration::from_secs(1))
 }
 
-/// A worker's refusal (a pattern that does not compile within bounds).
-fn forwarded(status: &tonic::Status) -> Error {
-    let reason = match status.get_details_error_info().map(|info| info.reason) {
-        Some(reason) if reason == "INVALID_PATTERN" => Reason::InvalidPattern,
-        _ => Reason::InvalidArgument,
-    };
-    Error::new(reason, status.message().to_owned()).field("pattern")
+/// A worker's refusal of the request (such as a pattern that does not
+/// compile within bounds), with the reason its `ErrorInfo` gives when that
+/// is a reason for a refused argument, and the field it names.
+fn refused(status: &tonic::Status) -> Error {
+    let info = status.get_details_error_info().filter(|info| info.domain == agentvfs_proto::ERROR_DOMAIN);
+    let reason = info
+        .as_ref()
+        .and_then(|info| Reason::parse(&info.reason))
+        .filter(|reason| reason.code() == Code::InvalidArgument)
+        .unwrap_or(Reason::InvalidArgument);
+    let error = Error::new(reason, status.message().to_owned());
+    match info.as_ref().and_then(|info| info.metadata.get("field")) {
+        Some(field) => error.field(field.clone()),
+        None => error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use tonic_types::ErrorDetails;
+
+    use super::*;
+
+    fn worker_status(code: Code, reason: &str, metadata: &[(&str, &str)]) -> tonic::Status {
+        let metadata: HashMap<String, String> =
+            metadata.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let details = ErrorDetails::with_error_info(reason, agentvfs_proto::ERROR_DOMAIN, metadata);
+        tonic::Status::with_error_details(code, "from the worker", details)
+    }
+
+    #[test]
+    fn refusals_are_forwarded_with_their_reason_and_field() {
+        let pattern = worker_status(Code::InvalidArgument, "INVALID_PATTERN", &[("field", "pattern")]);
+        let Verdict::Forward(error) = Failure::Status(pattern).verdict(false) else { panic!("not forwarded") };
+        assert_eq!(error.reason, Reason::InvalidPattern);
+        assert_eq!(error.info_metadata()["field"], "pattern");
+        // A reason that is not a refused argument, or none at all: INVALID_ARGUMENT.
+        for reason in ["WORKER_UNAVAILABLE", "SOMETHING_NEW", ""] {
+            let status = worker_status(Code::InvalidArgument, reason, &[]);
+            let Verdict::Forward(error) = Failure::Status(status).verdict(false) else { panic!("not forwarded") };
+            assert_eq!(error.reason, Reason::InvalidArgument, "{reason}");
+        }
+    }
+
+    #[test]
+    fn the_deadline_ends_a_failover_and_anything_else_tries_the_next_worker() {
+        let verdict = |code, out_of_time| Failure::Status(tonic::Status::new(code, "x")).verdict(out_of_time);
+        assert!(matches!(verdict(Code::DeadlineExceeded, false), Verdict::OutOfTime));
+        assert!(matches!(verdict(Code::Cancelled, true), Verdict::OutOfTime));
+        assert!(matches!(verdict(Code::Cancelled, false), Verdict::TryNext));
+        for code in [Code::Unavailable, Code::Internal, Code::Unknown, Code::ResourceExhausted] {
+            assert!(matches!(verdict(code, false), Verdict::TryNext), "{code:?}");
+        }
+        assert!(matches!(Failure::Malformed("odd".into()).verdict(false), Verdict::TryNext));
+    }
+
+    #[test]
+    fn no_worker_left_is_worker_unavailable_naming_the_last_cause() {
+        let refused = worker_status(Code::Unavailable, "WORKER_UNAVAILABLE", &[("cause", "CREDENTIALS_REFUSED")]);
+        let status = Failure::Status(refused).describe().into_status();
+        assert_eq!(status.code(), Code::Unavailable);
+        let details = status.get_error_details();
+        assert_eq!(details.error_info().unwrap().reason, "WORKER_UNAVAILABLE");
+        assert_eq!(details.error_info().unwrap().metadata["cause"], "CREDENTIALS_REFUSED");
+        assert!(status.message().contains("from the worker"));
+        assert!(details.retry_info().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_failover_stops_at_the_deadline() {
+        let workers = Workers::new(1, 1);
+        workers.set_addresses(vec!["127.0.0.1:9".parse().unwrap(), "127.0.0.1:10".parse().unwrap()]);
+        let mut calls = 0;
+        let until = Some(Instant::now() + Duration::from_millis(50));
+        let result: Result<()> = workers
+            .failover(
+                |_| true,
+                (),
+                until,
+                None,
+                |_, request| {
+                    calls += 1;
+                    assert!(request.metadata().get("grpc-timeout").is_some(), "the time left goes to the worker");
+                    std::future::pending()
+                },
+            )
+            .await;
+        let error = result.unwrap_err();
+        assert_eq!(error.reason, Reason::WorkerUnavailable);
+        assert!(error.message().contains("deadline"), "{error}");
+        assert_eq!(calls, 1, "a worker that runs out the clock leaves none for the next");
+    }
 }

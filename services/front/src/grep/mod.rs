@@ -250,7 +250,9 @@ async fn run(
             max_output_bytes: budget.max_output_bytes,
             prefetch: selection.prefetch.clone(),
         };
-        let result = workers.grep(job, deadline, request_id, priority).await?;
+        let (files, max_entries, skip) = (&selection.files, job.max_entries, job.skip_entries);
+        let check = |result: &pb::GrepJobResult| check_result(files, max_entries, skip, result);
+        let result = workers.grep(job, deadline, request_id, priority, check).await?;
         stats.bytes_scanned = result.bytes_scanned;
         end.fetched = result.files_fetched > 0;
         skip_left = cursor.skip.saturating_sub(result.entries_skipped);
@@ -371,6 +373,44 @@ fn select(
     Ok(selection)
 }
 
+/// Checks a worker's result against the job it answers (its `files`,
+/// `max_entries` and `skip_entries`): a result that names files the job did
+/// not, finishes more files than it had, or returns or skips more entries
+/// than asked is refused (the job then goes to another worker).
+fn check_result(
+    files: &[pb::GrepFileRef],
+    max_entries: u64,
+    skip_entries: u64,
+    result: &pb::GrepJobResult,
+) -> std::result::Result<(), String> {
+    let done = result.files_done as usize;
+    if done > files.len() {
+        return Err(format!("{done} files done of {}", files.len()));
+    }
+    if max_entries > 0 && result.entries.len() as u64 > max_entries {
+        return Err(format!("{} entries for at most {max_entries}", result.entries.len()));
+    }
+    if result.entries_skipped > skip_entries {
+        return Err(format!("{} entries skipped of {skip_entries}", result.entries_skipped));
+    }
+    let mut previous = 0;
+    for entry in &result.entries {
+        let file = entry.file_index as usize;
+        // A page that stops inside files[done] reports entries of it too.
+        if file >= files.len() || file > done || file < previous {
+            return Err(format!("an entry for file {file} of {} ({done} done)", files.len()));
+        }
+        previous = file;
+    }
+    // The job names its files in byte order of path.
+    if let Some(stray) =
+        result.skipped.iter().find(|s| files.binary_search_by(|f| f.path.as_str().cmp(&s.path)).is_err())
+    {
+        return Err(format!("a skipped file the job does not name ({} bytes of path)", stray.path.len()));
+    }
+    Ok(())
+}
+
 /// Worker entries to response entries.
 fn convert(query: &GrepQuery, files: &[pb::GrepFileRef], entries: Vec<pb::GrepJobEntry>, out: &mut pb::GrepResponse) {
     for entry in entries {
@@ -405,6 +445,56 @@ fn convert(query: &GrepQuery, files: &[pb::GrepFileRef], entries: Vec<pb::GrepJo
                 hash: file.hash.clone(),
                 count: entry.count,
             }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(paths: &[&str]) -> Vec<pb::GrepFileRef> {
+        paths.iter().map(|p| pb::GrepFileRef { path: (*p).to_owned(), ..Default::default() }).collect()
+    }
+
+    fn entry(file_index: u32) -> pb::GrepJobEntry {
+        pb::GrepJobEntry { file_index, count: 1, ..Default::default() }
+    }
+
+    #[test]
+    fn well_formed_worker_results_pass() {
+        let files = files(&["/a", "/b", "/c"]);
+        let stopped_in_b = pb::GrepJobResult {
+            entries: vec![entry(0), entry(1), entry(1)],
+            skipped: vec![pb::SkippedFile { path: "/a".into(), reason: "unreadable".into() }],
+            files_done: 1,
+            entries_skipped: 2,
+            ..Default::default()
+        };
+        assert_eq!(check_result(&files, 3, 2, &stopped_in_b), Ok(()));
+        let all_done = pb::GrepJobResult { files_done: 3, ..Default::default() };
+        assert_eq!(check_result(&files, 0, 0, &all_done), Ok(()));
+    }
+
+    #[test]
+    fn malformed_worker_results_are_refused_not_trusted() {
+        let files = files(&["/a", "/b", "/c"]);
+        let base = pb::GrepJobResult { files_done: 3, ..Default::default() };
+        let malformed = [
+            pb::GrepJobResult { files_done: 4, ..base.clone() },
+            pb::GrepJobResult { entries: vec![entry(3)], ..base.clone() },
+            pb::GrepJobResult { entries: vec![entry(u32::MAX)], ..base.clone() },
+            pb::GrepJobResult { entries: vec![entry(2), entry(0)], ..base.clone() },
+            pb::GrepJobResult { entries: vec![entry(2)], files_done: 1, ..base.clone() },
+            pb::GrepJobResult { entries: vec![entry(0), entry(0)], ..base.clone() },
+            pb::GrepJobResult { entries_skipped: 1, ..base.clone() },
+            pb::GrepJobResult {
+                skipped: vec![pb::SkippedFile { path: "/other/space".into(), reason: "x".into() }],
+                ..base.clone()
+            },
+        ];
+        for result in malformed {
+            assert!(check_result(&files, 1, 0, &result).is_err(), "{result:?}");
         }
     }
 }

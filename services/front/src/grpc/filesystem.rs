@@ -355,6 +355,7 @@ impl FileSystem for Services {
     async fn search(&self, request: Request<pb::SearchRequest>) -> Result<Response<pb::SearchResponse>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
+        let deadline = super::deadline(request.metadata());
         let req = request.into_inner();
         let (target, plan) = {
             let (front, caller) = (front.clone(), caller.clone());
@@ -368,7 +369,8 @@ impl FileSystem for Services {
                 })
                 .await?
         };
-        Ok(Response::new(super::search::run(&front, &target, plan).await?))
+        let request_id = caller.request_id.as_deref();
+        Ok(Response::new(super::search::run(&front, &target, plan, deadline, request_id).await?))
     }
 
     async fn grep(&self, request: Request<pb::GrepRequest>) -> Result<Response<pb::GrepResponse>, Status> {

@@ -126,4 +126,20 @@ mod tests {
             assert_eq!(parse_grpc_timeout(bad), None, "{bad:?}");
         }
     }
+
+    #[test]
+    fn handlers_read_the_deadline_with_the_same_rules() {
+        let deadline = |value: &str| {
+            let mut metadata = tonic::metadata::MetadataMap::new();
+            metadata.insert("grpc-timeout", value.parse().unwrap());
+            crate::grpc::deadline(&metadata)
+        };
+        assert_eq!(deadline("250m"), Some(Duration::from_millis(250)));
+        // What the layer refuses, a handler must not take as a deadline.
+        for bad in ["+5S", "123456789S", "5s", "99999999999999H"] {
+            assert_eq!(deadline(bad), None, "{bad:?}");
+            assert_eq!(deadline(bad), parse_grpc_timeout(bad), "{bad:?}");
+        }
+        assert_eq!(crate::grpc::deadline(&tonic::metadata::MetadataMap::new()), None);
+    }
 }

@@ -306,21 +306,10 @@ fn echo(input: &str) -> String {
     }
 }
 
-/// The time left before the caller's deadline (`grpc-timeout`), if it set one.
+/// The time left before the caller's deadline (`grpc-timeout`), if it set
+/// one that parses (see [`limits::parse_grpc_timeout`]).
 pub fn deadline(metadata: &tonic::metadata::MetadataMap) -> Option<std::time::Duration> {
-    let value = metadata.get("grpc-timeout")?.to_str().ok()?;
-    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
-    let amount: u64 = digits.parse().ok()?;
-    let nanos = match unit {
-        "H" => amount.checked_mul(3_600_000_000_000)?,
-        "M" => amount.checked_mul(60_000_000_000)?,
-        "S" => amount.checked_mul(1_000_000_000)?,
-        "m" => amount.checked_mul(1_000_000)?,
-        "u" => amount.checked_mul(1_000)?,
-        "n" => amount,
-        _ => return None,
-    };
-    Some(std::time::Duration::from_nanos(nanos))
+    limits::parse_grpc_timeout(metadata.get("grpc-timeout")?.to_str().ok()?)
 }
 
 /// Page size: 0 takes the default; otherwise 1..=max.

@@ -147,21 +147,62 @@ async fn supervise(store: Store, mut pool: watch::Receiver<Pool>, progress: Arc<
     }
 }
 
+/// Why delivery to one worker stopped; its follower starts over after
+/// [`RETRY`].
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    #[error("the worker failed a call: {}", .0.message())]
+    Worker(Box<tonic::Status>),
+    #[error(transparent)]
+    Store(#[from] crate::error::Error),
+    #[error("the worker's reply breaks the contract: {0}")]
+    Malformed(String),
+    #[error("the worker's index went back; starting over")]
+    WentBack,
+    #[error("the store closed")]
+    Closed,
+}
+
+impl From<tonic::Status> for DeliveryError {
+    fn from(status: tonic::Status) -> Self {
+        DeliveryError::Worker(Box::new(status))
+    }
+}
+
+/// The position a worker's `IndexStatus` reports, refused when it is past
+/// `issued`, the highest outbox sequence handed out: trusting it would skip
+/// jobs for that worker and prune them for every other.
+fn reported_position(status: &pb::IndexStatusResponse, issued: u64) -> Result<u64, DeliveryError> {
+    match status.committed_sequence {
+        position if position <= issued => Ok(position),
+        position => Err(DeliveryError::Malformed(format!("index status at {position}, past the outbox head {issued}"))),
+    }
+}
+
+/// The position a worker acknowledges for jobs up to `sent`, refused when
+/// it is past them (the follower would move past jobs never delivered).
+fn acknowledged(ack: &pb::IndexAck, sent: u64) -> Result<u64, DeliveryError> {
+    match ack.committed_sequence {
+        position if position <= sent => Ok(position),
+        position => Err(DeliveryError::Malformed(format!("acknowledged {position} for jobs up to {sent}"))),
+    }
+}
+
 /// Follows the outbox for one worker until a call fails.
 async fn follow(
     store: &Store,
     mut client: WorkerClient<Channel>,
     me: SocketAddr,
     progress: &Progress,
-) -> Result<(), String> {
-    let status = client.index_status(pb::IndexStatusRequest {}).await.map_err(|s| s.message().to_owned())?.into_inner();
+) -> Result<(), DeliveryError> {
+    let status = client.index_status(pb::IndexStatusRequest {}).await?.into_inner();
     progress.reach(me, true);
-    let mut cursor = status.committed_sequence;
+    // The bounds first: pruning marks its position before removing jobs, so
+    // an outbox found empty has its last sequence in the mark read after.
+    let (bounds, pruned) = store.blocking(|store| Ok((store.outbox_bounds()?, store.outbox_pruned()?))).await?;
+    let issued = bounds.map_or(0, |(_, last)| last).max(pruned);
+    let mut cursor = reported_position(&status, issued)?;
     // Jobs after the worker's position that pruning removed never reach it.
-    let (pruned, bounds) = store
-        .blocking(|store| Ok((store.outbox_pruned()?, store.outbox_bounds()?)))
-        .await
-        .map_err(|e| e.to_string())?;
     let behind = cursor < pruned || bounds.is_some_and(|(first, _)| cursor + 1 < first);
     if (status.fresh && cursor == 0) || behind {
         cursor = rebuild(store, &mut client).await?;
@@ -169,28 +210,28 @@ async fn follow(
     progress.set(me, cursor);
     let mut commits = store.subscribe();
     loop {
-        let jobs = store.blocking(move |store| store.outbox_after(cursor, BATCH)).await.map_err(|e| e.to_string())?;
-        if jobs.is_empty() {
+        let jobs = store.blocking(move |store| store.outbox_after(cursor, BATCH)).await?;
+        let Some(&(sent, _)) = jobs.last() else {
             tokio::select! {
-                changed = commits.changed() => changed.map_err(|e| e.to_string())?,
+                changed = commits.changed() => changed.map_err(|_| DeliveryError::Closed)?,
                 () = tokio::time::sleep(IDLE_CHECK) => {
                     // A worker that restarted with a lost index is behind us.
-                    let status = client.index_status(pb::IndexStatusRequest {}).await.map_err(|s| s.message().to_owned())?;
+                    let status = client.index_status(pb::IndexStatusRequest {}).await?;
                     if status.into_inner().committed_sequence < cursor {
-                        return Err("the worker's index went back; starting over".to_owned());
+                        return Err(DeliveryError::WentBack);
                     }
                 }
             }
             continue;
-        }
+        };
         let batch = pb::IndexJobBatch { jobs: jobs.iter().map(|(sequence, job)| to_proto(*sequence, job)).collect() };
         fault_point!("indexer::before_deliver");
-        let ack = client.apply_index_jobs(batch).await.map_err(|s| s.message().to_owned())?.into_inner();
+        let ack = client.apply_index_jobs(batch).await?.into_inner();
         fault_point!("indexer::after_ack");
-        cursor = ack.committed_sequence.max(cursor);
+        cursor = acknowledged(&ack, sent)?.max(cursor);
         progress.set(me, cursor);
         if let Some(slowest) = progress.slowest() {
-            store.blocking(move |store| store.prune_outbox(slowest)).await.map_err(|e| e.to_string())?;
+            store.blocking(move |store| store.prune_outbox(slowest)).await?;
         }
     }
 }
@@ -198,28 +239,29 @@ async fn follow(
 /// Rebuilds a worker's index from the store: everything dropped, every
 /// live file sent, then the position set to the outbox head seen before
 /// reading the store (later jobs follow in order and fix any overlap).
-async fn rebuild(store: &Store, client: &mut WorkerClient<Channel>) -> Result<u64, String> {
-    let head = store.blocking(|store| store.outbox_head()).await.map_err(|e| e.to_string())?;
+async fn rebuild(store: &Store, client: &mut WorkerClient<Channel>) -> Result<u64, DeliveryError> {
+    // The highest sequence handed out: the last job, or the pruning mark
+    // when pruning emptied the outbox (read after, as in `follow`).
+    let head = store.blocking(|store| Ok(store.outbox_head()?.max(store.outbox_pruned()?))).await?;
     tracing::info!(head, "rebuilding a worker's search index from the store");
     let drop_all = pb::IndexJob { op: pb::IndexOp::DropAll as i32, ..Default::default() };
-    client.apply_index_jobs(pb::IndexJobBatch { jobs: vec![drop_all] }).await.map_err(|s| s.message().to_owned())?;
-    let spaces = store.blocking(|store| store.all_spaces()).await.map_err(|e| e.to_string())?;
+    client.apply_index_jobs(pb::IndexJobBatch { jobs: vec![drop_all] }).await?;
+    let spaces = store.blocking(|store| store.all_spaces()).await?;
     for space in spaces {
         let (id, revision) = (space.id, space.revision);
-        let jobs = store.blocking(move |store| store.live_files(id, revision)).await.map_err(|e| e.to_string())?;
+        let jobs = store.blocking(move |store| store.live_files(id, revision)).await?;
         for chunk in jobs.chunks(BATCH) {
             let batch = pb::IndexJobBatch { jobs: chunk.iter().map(|job| to_proto(0, job)).collect() };
-            client.apply_index_jobs(batch).await.map_err(|s| s.message().to_owned())?;
+            client.apply_index_jobs(batch).await?;
         }
     }
     // A marker at the head moves the worker's position there.
     let marker = pb::IndexJob { sequence: head, op: pb::IndexOp::Delete as i32, ..Default::default() };
     let ack = client
         .apply_index_jobs(pb::IndexJobBatch { jobs: if head > 0 { vec![marker] } else { Vec::new() } })
-        .await
-        .map_err(|s| s.message().to_owned())?
+        .await?
         .into_inner();
-    Ok(ack.committed_sequence.max(head))
+    Ok(acknowledged(&ack, head)?.max(head))
 }
 
 fn to_proto(sequence: u64, job: &IndexJob) -> pb::IndexJob {
@@ -242,4 +284,22 @@ fn to_proto(sequence: u64, job: &IndexJob) -> pb::IndexJob {
         IndexOp::DropSpace => out.op = pb::IndexOp::DropSpace as i32,
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_past_what_the_front_issued_are_refused() {
+        let status = |committed_sequence| pb::IndexStatusResponse { committed_sequence, fresh: false };
+        assert_eq!(reported_position(&status(7), 7).ok(), Some(7));
+        assert_eq!(reported_position(&status(0), 0).ok(), Some(0));
+        assert!(matches!(reported_position(&status(8), 7), Err(DeliveryError::Malformed(_))));
+        assert!(matches!(reported_position(&status(u64::MAX), 7), Err(DeliveryError::Malformed(_))));
+        let ack = |committed_sequence| pb::IndexAck { committed_sequence };
+        assert_eq!(acknowledged(&ack(12), 12).ok(), Some(12));
+        assert_eq!(acknowledged(&ack(3), 12).ok(), Some(3));
+        assert!(matches!(acknowledged(&ack(13), 12), Err(DeliveryError::Malformed(_))));
+    }
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::PrometheusBuilder;
+use tonic::Code;
 use tracing::Instrument as _;
 
 use crate::indexer::Progress;
@@ -126,14 +127,38 @@ where
             }
             // Errors are sent as trailers-only responses, with the status in
             // the headers; a success carries it in the trailers, as 0.
-            call.code = Some(match &response {
-                Ok(response) => {
-                    response.headers().get("grpc-status").and_then(|v| v.to_str().ok()).unwrap_or("0").to_owned()
-                }
-                Err(_) => "transport".to_owned(),
+            call.outcome = Some(match &response {
+                Ok(response) => Outcome::Status(
+                    response.headers().get("grpc-status").map_or(Code::Ok, |v| Code::from_bytes(v.as_bytes())),
+                ),
+                Err(_) => Outcome::Transport,
             });
             response
         })
+    }
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// With this gRPC status.
+    Status(Code),
+    /// The server failed the HTTP exchange itself.
+    Transport,
+}
+
+impl Outcome {
+    /// The `code` label: the status code's number, or `transport`.
+    fn label(self) -> String {
+        match self {
+            Outcome::Status(code) => (code as i32).to_string(),
+            Outcome::Transport => "transport".to_owned(),
+        }
+    }
+
+    /// Whether the service itself failed (not the caller's request).
+    fn is_server_failure(self) -> bool {
+        matches!(self, Outcome::Status(Code::Unknown | Code::Internal | Code::DataLoss) | Outcome::Transport)
     }
 }
 
@@ -143,13 +168,13 @@ struct Call {
     method: String,
     span: tracing::Span,
     started: Instant,
-    code: Option<String>,
+    outcome: Option<Outcome>,
 }
 
 impl Call {
     fn start(method: String, span: tracing::Span) -> Call {
         gauge!("agentvfs_rpc_in_flight").increment(1.0);
-        Call { method, span, started: Instant::now(), code: None }
+        Call { method, span, started: Instant::now(), outcome: None }
     }
 }
 
@@ -157,12 +182,13 @@ impl Drop for Call {
     fn drop(&mut self) {
         gauge!("agentvfs_rpc_in_flight").decrement(1.0);
         // The client went away before an answer: gRPC's CANCELLED.
-        let code = self.code.take().unwrap_or_else(|| "1".to_owned());
+        let outcome = self.outcome.take().unwrap_or(Outcome::Status(Code::Cancelled));
+        let code = outcome.label();
         let latency = self.started.elapsed();
         self.span.record("status", code.as_str()).record("latency_ms", latency.as_secs_f64() * 1e3);
         // Failures of the service itself are worth a line at the default
         // level; every call is logged at debug.
-        if matches!(code.as_str(), "2" | "13" | "15" | "transport") {
+        if outcome.is_server_failure() {
             tracing::warn!(parent: &self.span, "rpc failed");
         } else {
             tracing::debug!(parent: &self.span, "rpc finished");
@@ -170,5 +196,24 @@ impl Drop for Call {
         let method = std::mem::take(&mut self.method);
         counter!("agentvfs_rpc_requests_total", "method" => method.clone(), "code" => code.clone()).increment(1);
         histogram!("agentvfs_rpc_duration_seconds", "method" => method, "code" => code).record(latency.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_are_labelled_by_code_number_and_server_failures_told_apart() {
+        assert_eq!(Outcome::Status(Code::Ok).label(), "0");
+        assert_eq!(Outcome::Status(Code::NotFound).label(), "5");
+        assert_eq!(Outcome::Transport.label(), "transport");
+        assert_eq!(Code::from_bytes(b"13"), Code::Internal);
+        for failure in [Code::Unknown, Code::Internal, Code::DataLoss] {
+            assert!(Outcome::Status(failure).is_server_failure());
+        }
+        assert!(Outcome::Transport.is_server_failure());
+        assert!(!Outcome::Status(Code::Unavailable).is_server_failure());
+        assert!(!Outcome::Status(Code::InvalidArgument).is_server_failure());
     }
 }

@@ -1,10 +1,24 @@
 //! Fetching content from the front by hash, through the cache.
+//!
+//! A content the front cannot send (gone, larger than the worker takes, not
+//! matching its hash) fails alone: its file is reported as skipped. A call
+//! the front refuses, or that breaks off, fails the whole fetch
+//! ([`FetchError`]): the worker then cannot tell what the files hold, and
+//! says so rather than report them as skipped.
+//!
+//! The fetcher also tells whether the front accepts the worker's
+//! credentials ([`Credentials`]): refused on the first UNAUTHENTICATED or
+//! PERMISSION_DENIED, accepted again on the next call the front answers
+//! (a fetch, or [`Fetcher::check_credentials`], which the server calls
+//! periodically so that a refused worker finds out when it is let in).
 
 use std::sync::Arc;
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::GetContentRequest;
 use prost::bytes::Bytes;
+use tokio::sync::watch;
+use tonic::Code;
 use tonic::transport::Channel;
 
 use crate::cache::ContentCache;
@@ -32,6 +46,46 @@ pub struct Fetcher {
     /// Held by the one background prefetch that may run; fetches wait for
     /// it, so content being prefetched is never fetched twice.
     prefetching: Arc<tokio::sync::Mutex<()>>,
+    credentials: Arc<watch::Sender<Credentials>>,
+}
+
+/// Whether the front accepts the worker's credentials, as far as it knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credentials {
+    /// The front has not answered yet.
+    Unknown,
+    Accepted,
+    /// The front refused them (UNAUTHENTICATED or PERMISSION_DENIED).
+    Refused,
+}
+
+/// Why a fetch failed as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    /// The front refused the worker's credentials.
+    #[error("the front refused the worker's credentials ({0})")]
+    Refused(String),
+    /// The content service could not be reached, or its answer broke off or
+    /// broke the contract.
+    #[error("the content service failed ({0})")]
+    Failed(String),
+}
+
+impl FetchError {
+    /// The `cause` the worker's error names.
+    pub fn cause(&self) -> &'static str {
+        match self {
+            FetchError::Refused(_) => "CREDENTIALS_REFUSED",
+            FetchError::Failed(_) => "CONTENT_SERVICE_FAILED",
+        }
+    }
+
+    fn from_status(status: &tonic::Status) -> Self {
+        match status.code() {
+            Code::Unauthenticated | Code::PermissionDenied => FetchError::Refused(status.message().to_owned()),
+            _ => FetchError::Failed(status.message().to_owned()),
+        }
+    }
 }
 
 /// Content as fetched (checked against its hash when the fetcher verifies),
@@ -46,23 +100,52 @@ impl Fetcher {
     /// With `verify`, every content fetched is hashed and refused unless it
     /// matches the hash it was asked for.
     pub fn new(front: Channel, cache: Arc<ContentCache>, token: Option<String>, verify: bool) -> Self {
-        Self { front, cache, token, verify, prefetching: Arc::default() }
+        let credentials = Arc::new(watch::Sender::new(Credentials::Unknown));
+        Self { front, cache, token, verify, prefetching: Arc::default(), credentials }
     }
 
     pub fn cache(&self) -> &ContentCache {
         &self.cache
     }
 
-    /// Content for every hash, in order; a failure is kept per file. Cached
-    /// content is served at once; the rest comes from the front in batches
-    /// (and, when the fetcher verifies, is checked against its hash on every
-    /// core) before it is cached.
-    pub async fn fetch_all(&self, hashes: Vec<String>) -> Vec<Checked> {
-        self.fetch_counted(hashes).await.0
+    /// Whether the front accepts the worker's credentials, now and as it changes.
+    pub fn credentials(&self) -> watch::Receiver<Credentials> {
+        self.credentials.subscribe()
+    }
+
+    /// Asks the front for no content, to learn whether it accepts the
+    /// worker's credentials; tells whether the front answered (either way).
+    pub async fn check_credentials(&self) -> bool {
+        !matches!(self.open(Vec::new()).await, Err(FetchError::Failed(_)))
+    }
+
+    /// Calls `GetContent` for `hashes`, noting whether the front accepted
+    /// the worker's credentials.
+    async fn open(&self, hashes: Vec<String>) -> Result<crate::wire::ContentStream, FetchError> {
+        let request = GetContentRequest { hashes };
+        let token = self.token.as_deref();
+        let opened = crate::wire::get_content(self.front.clone(), request, token, MAX_MESSAGE_BYTES).await;
+        let known = match opened.as_ref().map_err(FetchError::from_status) {
+            Ok(_) => Credentials::Accepted,
+            Err(FetchError::Refused(_)) => Credentials::Refused,
+            Err(FetchError::Failed(_)) => Credentials::Unknown,
+        };
+        if known != Credentials::Unknown {
+            self.credentials.send_if_modified(|now| std::mem::replace(now, known) != known);
+        }
+        opened.map_err(|status| FetchError::from_status(&status))
+    }
+
+    /// Content for every hash, in order; a content that cannot be used
+    /// fails alone. Cached content is served at once; the rest comes from
+    /// the front in batches (and, when the fetcher verifies, is checked
+    /// against its hash on every core) before it is cached.
+    pub async fn fetch_all(&self, hashes: Vec<String>) -> Result<Vec<Checked>, FetchError> {
+        Ok(self.fetch_counted(hashes).await?.0)
     }
 
     /// [`Fetcher::fetch_all`], also counting the files fetched from the front.
-    pub async fn fetch_counted(&self, hashes: Vec<String>) -> (Vec<Checked>, usize) {
+    pub async fn fetch_counted(&self, hashes: Vec<String>) -> Result<(Vec<Checked>, usize), FetchError> {
         drop(self.prefetching.lock().await);
         self.fetch_missing(hashes).await
     }
@@ -73,27 +156,25 @@ impl Fetcher {
         let Ok(guard) = self.prefetching.clone().try_lock_owned() else { return };
         let fetcher = self.clone();
         tokio::spawn(async move {
-            fetcher.fetch_missing(hashes).await;
+            // A hint: what fails here fails again, and is reported, when a job needs it.
+            let _ = fetcher.fetch_missing(hashes).await;
             drop(guard);
         });
     }
 
-    async fn fetch_missing(&self, hashes: Vec<String>) -> (Vec<Checked>, usize) {
+    async fn fetch_missing(&self, hashes: Vec<String>) -> Result<(Vec<Checked>, usize), FetchError> {
         let mut out: Vec<Option<Checked>> =
             self.cache.get_many(hashes.iter().map(String::as_str)).into_iter().map(|hit| hit.map(Ok)).collect();
         let missing: Vec<usize> = (0..hashes.len()).filter(|&i| out[i].is_none()).collect();
         for batch in missing.chunks(BATCH) {
             let wanted: Vec<String> = batch.iter().map(|&i| hashes[i].clone()).collect();
-            let checked = match self.stream_batch(&wanted).await {
-                Ok(checked) => checked,
-                Err(error) => wanted.iter().map(|_| Err(error.clone())).collect(),
-            };
+            let checked = self.stream_batch(&wanted).await?;
             for (&i, result) in batch.iter().zip(checked) {
                 out[i] = Some(result);
             }
         }
         let fetched = out.into_iter().map(|r| r.unwrap_or_else(|| Err("not fetched".to_owned()))).collect();
-        (fetched, missing.len())
+        Ok((fetched, missing.len()))
     }
 
     /// Streams the content of `hashes` from the front into the cache. The
@@ -103,17 +184,13 @@ impl Fetcher {
     /// [`crate::slab`]), each content checked against its hash as it lands
     /// when the fetcher verifies, so received messages are held until their
     /// group is copied, not to the end.
-    async fn stream_batch(&self, hashes: &[String]) -> Result<Vec<Checked>, String> {
-        let request = GetContentRequest { hashes: hashes.to_vec() };
-        let token = self.token.as_deref();
-        let mut stream = crate::wire::get_content(self.front.clone(), request, token, MAX_MESSAGE_BYTES)
-            .await
-            .map_err(|s| s.message().to_owned())?;
+    async fn stream_batch(&self, hashes: &[String]) -> Result<Vec<Checked>, FetchError> {
+        let mut stream = self.open(hashes.to_vec()).await?;
         let mut assembler = Assembler::new(hashes.len());
         let (mut group, mut group_bytes, mut groups) = (Vec::new(), 0, Vec::new());
-        while let Some(batch) = stream.message().await.map_err(|s| s.message().to_owned())? {
+        while let Some(batch) = stream.message().await.map_err(|s| FetchError::from_status(&s))? {
             for chunk in batch.chunks {
-                let Some(whole) = assembler.add(chunk)? else { continue };
+                let Some(whole) = assembler.add(chunk).map_err(FetchError::Failed)? else { continue };
                 let len = whole.pieces.iter().map(Bytes::len).sum::<usize>();
                 if group_bytes + len > GROUP_BYTES && !group.is_empty() {
                     groups.push(self.check_and_pack(hashes, std::mem::take(&mut group)));
@@ -128,7 +205,8 @@ impl Fetcher {
         }
         let mut results: Vec<Checked> = assembler.finish();
         for group in groups {
-            let (checked, footprint) = group.await.map_err(|_| "the content check stopped".to_owned())?;
+            let (checked, footprint) =
+                group.await.map_err(|_| FetchError::Failed("the content check stopped".to_owned()))?;
             let good = checked.iter().filter_map(|(i, r)| Some((hashes[*i].clone(), r.clone().ok()?)));
             self.cache.insert(good.collect(), footprint);
             for (i, result) in checked {

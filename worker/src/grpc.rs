@@ -5,11 +5,11 @@ use std::collections::HashMap;
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::worker_server::Worker;
 use prost::bytes::Bytes;
-use tonic::{Code, Request, Response, Status};
-use tonic_types::{ErrorDetails, StatusExt};
+use tonic::{Request, Response, Status};
 
 use std::sync::Arc;
 
+use crate::error::Error;
 use crate::fetch::Fetcher;
 use crate::index::{Job, JobOp, SearchIndex};
 use crate::job::{self, Bounds, JobEntry, JobFile};
@@ -39,7 +39,8 @@ impl Worker for WorkerService {
             Ok(pb::GrepOutputMode::Content) => Mode::Content,
             Ok(pb::GrepOutputMode::Count) => Mode::Count,
             Err(_) => {
-                return Err(status(Code::InvalidArgument, "INVALID_ARGUMENT", "Unknown output mode."));
+                let message = "Unknown output mode.".to_owned();
+                return Err(Error::InvalidArgument { field: "output_mode", message }.into());
             }
         };
         let options = Options {
@@ -50,13 +51,7 @@ impl Worker for WorkerService {
             before_context: job.before_context as usize,
             after_context: job.after_context as usize,
         };
-        let query = self.queries.get(&job.pattern, options).map_err(|e| {
-            status(
-                Code::InvalidArgument,
-                "INVALID_PATTERN",
-                &format!("The pattern does not compile within bounds: {e}"),
-            )
-        })?;
+        let query = self.queries.get(&job.pattern, options).map_err(|e| Error::InvalidPattern(e.to_string()))?;
         let bounds = Bounds {
             resume_after_line: job.resume_after_line,
             max_entries: if job.max_entries == 0 {
@@ -70,7 +65,13 @@ impl Worker for WorkerService {
                 n => usize::try_from(n).unwrap_or(usize::MAX),
             },
         };
-        let (contents, fetched) = self.fetcher.fetch_counted(job.files.iter().map(|f| f.hash.clone()).collect()).await;
+        // A worker that cannot fetch content fails the job (the front tries
+        // another worker) instead of reporting every file as skipped.
+        let (contents, fetched) = self
+            .fetcher
+            .fetch_counted(job.files.iter().map(|f| f.hash.clone()).collect())
+            .await
+            .map_err(Error::from)?;
         if !job.prefetch.is_empty() {
             self.fetcher.prefetch(job.prefetch.clone());
         }
@@ -78,7 +79,7 @@ impl Worker for WorkerService {
         let started = std::time::Instant::now();
         let result = tokio::task::spawn_blocking(move || job::run(&query, &files, bounds))
             .await
-            .map_err(|e| status(Code::Internal, "INTERNAL", &format!("scan task failed: {e}")))?;
+            .map_err(|e| Error::Internal(format!("scan task failed: {e}")))?;
         metrics::histogram!("agentvfs_worker_grep_job_seconds").record(started.elapsed().as_secs_f64());
         metrics::counter!("agentvfs_worker_bytes_scanned_total").increment(result.bytes_scanned);
         let mut reply = to_proto(&job.files, result);
@@ -98,8 +99,8 @@ impl Worker for WorkerService {
             })
             .map(|j| j.hash.clone())
             .collect();
-        let contents: HashMap<String, Result<Bytes, String>> =
-            wanted.iter().cloned().zip(self.fetcher.fetch_all(wanted.clone()).await).collect();
+        let fetched = self.fetcher.fetch_all(wanted.clone()).await.map_err(Error::from)?;
+        let contents: HashMap<String, Result<Bytes, String>> = wanted.into_iter().zip(fetched).collect();
         let mut ready = Vec::with_capacity(jobs.len());
         for job in jobs {
             let op = match pb::IndexOp::try_from(job.op) {
@@ -108,11 +109,7 @@ impl Worker for WorkerService {
                         Some(Ok(bytes)) => Some(String::from_utf8_lossy(&bytes).into_owned()),
                         Some(Err(error)) => {
                             // Not acknowledged: the front delivers it again.
-                            return Err(status(
-                                Code::Unavailable,
-                                "WORKER_UNAVAILABLE",
-                                &format!("content for indexing: {error}"),
-                            ));
+                            return Err(Error::IndexContent(error).into());
                         }
                         None => None,
                     };
@@ -121,7 +118,10 @@ impl Worker for WorkerService {
                 Ok(pb::IndexOp::Delete) => JobOp::Delete,
                 Ok(pb::IndexOp::DropSpace) => JobOp::DropSpace,
                 Ok(pb::IndexOp::DropAll) => JobOp::DropAll,
-                _ => return Err(status(Code::InvalidArgument, "INVALID_ARGUMENT", "Unknown index operation.")),
+                _ => {
+                    let message = "Unknown index operation.".to_owned();
+                    return Err(Error::InvalidArgument { field: "jobs.op", message }.into());
+                }
             };
             ready.push(Job {
                 sequence: job.sequence,
@@ -134,8 +134,8 @@ impl Worker for WorkerService {
         let index = self.index.clone();
         let committed = tokio::task::spawn_blocking(move || index.apply(ready))
             .await
-            .map_err(|e| status(Code::Internal, "INTERNAL", &format!("index task failed: {e}")))?
-            .map_err(|e| status(Code::Internal, "INTERNAL", &e.to_string()))?;
+            .map_err(|e| Error::Internal(format!("index task failed: {e}")))?
+            .map_err(|e| Error::Internal(e.to_string()))?;
         fault_point!("index::before_ack");
         Ok(Response::new(pb::IndexAck { committed_sequence: committed }))
     }
@@ -157,8 +157,8 @@ impl Worker for WorkerService {
             index.search(&query.space_id, &query.path_prefix, &query.query, query.limit as usize, query.offset as usize)
         })
         .await
-        .map_err(|e| status(Code::Internal, "INTERNAL", &format!("search task failed: {e}")))?
-        .map_err(|e| status(Code::Internal, "INTERNAL", &e.to_string()))?;
+        .map_err(|e| Error::Internal(format!("search task failed: {e}")))?
+        .map_err(|e| Error::Internal(e.to_string()))?;
         Ok(Response::new(pb::IndexQueryResult {
             hits: hits
                 .into_iter()
@@ -223,18 +223,4 @@ fn hit_entry(file: usize, hit: Hit) -> pb::GrepJobEntry {
 
 fn index(i: usize) -> u32 {
     u32::try_from(i).unwrap_or(u32::MAX)
-}
-
-/// A status with the agentvfs `ErrorInfo`.
-pub fn status(code: Code, reason: &str, message: &str) -> Status {
-    let retryable = matches!(code, Code::Unavailable | Code::ResourceExhausted);
-    let metadata = HashMap::from([
-        ("retryable".to_owned(), retryable.to_string()),
-        ("nextAction".to_owned(), "Fix the request as the message says, then retry.".to_owned()),
-    ]);
-    Status::with_error_details(
-        code,
-        message,
-        ErrorDetails::with_error_info(reason, agentvfs_proto::ERROR_DOMAIN, metadata),
-    )
 }

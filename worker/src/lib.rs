@@ -34,6 +34,7 @@ macro_rules! fault_point {
 
 pub mod cache;
 pub mod config;
+pub mod error;
 pub mod fetch;
 pub mod grpc;
 pub mod index;

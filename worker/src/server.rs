@@ -2,15 +2,17 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use agentvfs_proto::v1::worker_server::WorkerServer;
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Endpoint, Server};
+use tonic_health::server::HealthReporter;
 
 use crate::cache::ContentCache;
 use crate::config::Config;
-use crate::fetch::Fetcher;
+use crate::fetch::{Credentials, Fetcher};
 use crate::grpc::WorkerService;
 use crate::index::SearchIndex;
 
@@ -36,6 +38,44 @@ const CONTENT_WINDOW: u32 = 8 << 20;
 /// message (about 1 MiB of content), so each message can arrive in one
 /// frame and be decoded where it landed (see [`crate::wire`]).
 const CONTENT_FRAME: u32 = 2 << 20;
+
+/// How often the worker asks the front whether it accepts its credentials,
+/// once the front has answered; until then, every [`CREDENTIALS_RETRY`].
+const CREDENTIALS_CHECK: Duration = Duration::from_secs(10);
+const CREDENTIALS_RETRY: Duration = Duration::from_secs(1);
+
+/// Keeps the worker's health telling whether it can do its work: NOT_SERVING
+/// while the front refuses its credentials (so a readiness probe keeps it
+/// out of rotation), SERVING otherwise. The fetcher learns it from every
+/// call to the front; this also asks at startup and then periodically, so a
+/// refused worker, which gets no jobs, finds out when it is let in. A front
+/// that cannot be reached says nothing about the worker: it stays SERVING,
+/// and its jobs fail with WORKER_UNAVAILABLE naming the cause.
+async fn follow_credentials(fetcher: Fetcher, health: HealthReporter) {
+    let mut known = fetcher.credentials();
+    let mut next_check = tokio::time::Instant::now();
+    let mut refused = false;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(next_check) => {
+                let answered = fetcher.check_credentials().await;
+                next_check = tokio::time::Instant::now() + if answered { CREDENTIALS_CHECK } else { CREDENTIALS_RETRY };
+            }
+            changed = known.changed() => if changed.is_err() { return },
+        }
+        let now_refused = *known.borrow_and_update() == Credentials::Refused;
+        if now_refused != refused {
+            refused = now_refused;
+            if refused {
+                tracing::warn!("the front refuses this worker's credentials: not serving");
+                health.set_not_serving::<WorkerServer<WorkerService>>().await;
+            } else {
+                tracing::info!("the front accepts this worker's credentials: serving");
+                health.set_serving::<WorkerServer<WorkerService>>().await;
+            }
+        }
+    }
+}
 
 /// Serves until `shutdown` resolves, then drains within `config.drain`.
 pub async fn serve(
@@ -93,6 +133,7 @@ pub async fn serve(
     if index.fresh() {
         tracing::info!(dir = %config.index_dir.display(), "search index is new or was lost; the front will rebuild it");
     }
+    let credentials = fetcher.clone();
     let worker = WorkerServer::new(WorkerService::new(fetcher, index))
         .max_decoding_message_size(16 << 20)
         .max_encoding_message_size(16 << 20);
@@ -104,6 +145,7 @@ pub async fn serve(
     let reflection_v1 = reflection(tonic_reflection::server::Builder::configure()).build_v1()?;
     let reflection_v1alpha = reflection(tonic_reflection::server::Builder::configure()).build_v1alpha()?;
     health.set_serving::<WorkerServer<WorkerService>>().await;
+    let readiness = tokio::spawn(follow_credentials(credentials, health.clone()));
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = Server::builder()
@@ -128,6 +170,8 @@ pub async fn serve(
     let server = tokio::spawn(server);
     shutdown.await;
     tracing::info!("shutting down: draining in-flight jobs");
+    readiness.abort();
+    let _ = readiness.await;
     health.set_not_serving::<WorkerServer<WorkerService>>().await;
     sampler.abort();
     let _ = stop.send(());

@@ -284,8 +284,8 @@ async fn another_principals_space_is_indistinguishable_from_a_missing_one() {
 
 /// The worker fetches content from a front that checks tokens with its own
 /// token: several batches of it, contents of more than one chunk. Without
-/// one it is refused, and the page lists every file as skipped with the
-/// reason rather than reporting no matches.
+/// one it is refused, and the search fails (WORKER_UNAVAILABLE, naming the
+/// cause) rather than reporting no matches.
 #[tokio::test]
 async fn the_worker_fetches_content_with_its_own_token() {
     let dir = tempfile::tempdir().unwrap();
@@ -306,13 +306,12 @@ async fn the_worker_fetches_content_with_its_own_token() {
         let count = pb::GrepOutputMode::Count as i32;
         let grep =
             pb::GrepRequest { space: "s".into(), pattern: "needle".into(), output_mode: count, ..Default::default() };
-        let reply = fs.grep(grep).await.unwrap().into_inner();
         if worker_env.is_empty() {
-            assert!(reply.files.is_empty(), "{:?}", reply.files);
-            // Every file of the space, its `/AGENT.md` too.
-            assert_eq!(reply.skipped.len(), 41, "{:?}", reply.skipped);
-            assert!(reply.skipped.iter().all(|s| s.reason.contains("authorization")), "{:?}", reply.skipped);
+            let error = fs.grep(grep).await.unwrap_err();
+            assert_eq!(error.code(), Code::Unavailable, "{error:?}");
+            assert!(error.message().contains("authorization"), "{error:?}");
         } else {
+            let reply = fs.grep(grep).await.unwrap().into_inner();
             assert!(reply.skipped.is_empty(), "{:?}", reply.skipped);
             assert_eq!(reply.files.len(), 40);
             assert!(reply.files.iter().all(|f| f.count == 1));

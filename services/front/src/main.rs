@@ -1,7 +1,6 @@
 //! `agentvfs-front`: parses and validates configuration, opens the store,
 //! binds, prints `listening on <ADDR>` and serves until SIGTERM or Ctrl-C.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use agentvfs_front::auth::Authenticator;
@@ -27,8 +26,8 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     #[cfg(feature = "failpoints")]
-    let _failpoints = arm_failpoints();
-    init_logging(config.log_format);
+    let _failpoints = agentvfs_process::arm_failpoints();
+    agentvfs_process::init_logging(config.log_format == LogFormat::Json);
     let auth = match &config.tokens {
         Some(path) => match Authenticator::from_file(path, config.dev) {
             Ok(auth) => auth,
@@ -50,14 +49,15 @@ fn main() -> ExitCode {
         Err(error) => return fail(1, &format!("cannot start the runtime: {error}")),
     };
     runtime.block_on(async move {
-        let listener = match tokio::net::TcpListener::bind(config.listen).await {
-            Ok(listener) => listener,
-            Err(error) => return fail(1, &format!("cannot listen on {}: {error}", config.listen)),
+        let shutdown = match agentvfs_process::Shutdown::on_signals() {
+            Ok(shutdown) => shutdown,
+            Err(error) => return fail(1, &format!("cannot catch signals: {error}")),
         };
-        let address = listener.local_addr().map_or_else(|_| config.listen.to_string(), |a| a.to_string());
-        println!("listening on {address}");
-        let _ = std::io::stdout().flush();
-        match server::serve(&config, store, auth, listener, shutdown_signal()).await {
+        let listener = match agentvfs_process::listen(config.listen).await {
+            Ok(listener) => listener,
+            Err(error) => return fail(1, &error),
+        };
+        match server::serve(&config, store, auth, listener, shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => fail(1, &error),
         }
@@ -65,58 +65,5 @@ fn main() -> ExitCode {
 }
 
 fn fail(code: u8, error: &dyn std::fmt::Display) -> ExitCode {
-    eprintln!("agentvfs-front: {error}");
-    ExitCode::from(code)
-}
-
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTVFS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colours only for people at a terminal, not for log collectors.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    match format {
-        LogFormat::Plain => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
-    }
-}
-
-/// With the `failpoints` feature, arms the fault points named in
-/// `FAILPOINTS` (`name=action;…`, see the `fail` crate) and, when any are
-/// named, makes any panic, such as a point's `panic` action, abort the
-/// process as a crash would. Without `FAILPOINTS` the process behaves as a
-/// build without the feature.
-#[cfg(feature = "failpoints")]
-fn arm_failpoints() -> fail::FailScenario<'static> {
-    if std::env::var_os("FAILPOINTS").is_some() {
-        let report = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            report(info);
-            std::process::abort();
-        }));
-    }
-    fail::FailScenario::setup()
+    agentvfs_process::fail("agentvfs-front", code, error)
 }

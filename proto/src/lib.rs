@@ -21,8 +21,58 @@ pub mod v1 {
     tonic::include_proto!("agentvfs.v1");
 }
 
-/// The encoded `FileDescriptorSet` of every agentvfs proto, for server reflection.
+/// The encoded `FileDescriptorSet` of every agentvfs proto, for server
+/// reflection, with every file they import and the `google.rpc` status and
+/// error detail types that errors carry as `Any`.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("agentvfs_descriptor");
 
 /// The `google.rpc.ErrorInfo` domain of every agentvfs error.
 pub const ERROR_DOMAIN: &str = "agentvfs";
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::collections::HashMap;
+
+    use prost::Message as _;
+    use prost_types::{DescriptorProto, FileDescriptorSet};
+
+    fn messages(set: &[u8]) -> HashMap<String, DescriptorProto> {
+        let set = FileDescriptorSet::decode(set).unwrap();
+        set.file
+            .into_iter()
+            .flat_map(|file| {
+                let package = file.package().to_owned();
+                file.message_type.into_iter().map(move |m| (format!("{package}.{}", m.name()), m))
+            })
+            .collect()
+    }
+
+    /// The error detail descriptors served by reflection describe the very
+    /// messages tonic-types encodes, field for field.
+    #[test]
+    fn error_detail_descriptors_are_those_of_the_encoded_types() {
+        let ours = messages(super::FILE_DESCRIPTOR_SET);
+        let theirs = messages(tonic_types::pb::FILE_DESCRIPTOR_SET);
+        for name in [
+            "google.rpc.Status",
+            "google.rpc.ErrorInfo",
+            "google.rpc.BadRequest",
+            "google.rpc.PreconditionFailure",
+            "google.rpc.QuotaFailure",
+            "google.rpc.RetryInfo",
+        ] {
+            assert_eq!(ours.get(name), theirs.get(name), "{name}");
+            assert!(ours.contains_key(name), "{name} is missing from the descriptor set");
+        }
+        let files: Vec<String> = FileDescriptorSet::decode(super::FILE_DESCRIPTOR_SET)
+            .unwrap()
+            .file
+            .into_iter()
+            .map(|f| f.name().to_owned())
+            .collect();
+        for import in ["google/protobuf/any.proto", "google/protobuf/duration.proto"] {
+            assert!(files.iter().any(|f| f == import), "{import} is missing: {files:?}");
+        }
+    }
+}

@@ -18,6 +18,8 @@ pub struct Context {
     pub client: Client,
     /// The `--space` every request names.
     pub space: String,
+    /// Whether a `--session` was given, which remembers reads between runs.
+    pub session: bool,
     pub out: Output,
 }
 

@@ -1,6 +1,11 @@
 //! How a failed command is reported: one `error:` line and one `next:` line
 //! on stderr, and an exit status per class of failure, so that scripts and
 //! agents can branch on the status without parsing text.
+//!
+//! The front's next actions speak gRPC: request fields (`base_version`),
+//! methods (`List`) and metadata. [`NEXT_ACTIONS`] says the same in this
+//! command line's words (`--version`, `agentvfs ls`), so that the `next:`
+//! line names what a person can type.
 
 use std::collections::HashMap;
 use std::io;
@@ -60,12 +65,16 @@ impl CliError {
         }
     }
 
-    /// Writes the error to stderr: as text, or as one JSON object with `--json`.
-    pub fn report(&self, json: bool) {
+    /// Writes the error of `command` to stderr: as text, or as one JSON
+    /// object with `--json`.
+    pub fn report(&self, json: bool, command: &str) {
         if matches!(self, CliError::Failed(_)) {
             return;
         }
-        let (reason, message, metadata) = self.parts();
+        let (reason, message, mut metadata) = self.parts();
+        if let Some(next) = spell_next_action(NEXT_ACTIONS, &reason, command, &metadata) {
+            metadata.insert("nextAction".to_owned(), next);
+        }
         let next = metadata.get("nextAction").cloned().unwrap_or_default();
         if json {
             let value = serde_json::json!({
@@ -97,6 +106,123 @@ impl CliError {
             }
         }
     }
+}
+
+/// Next actions as a transport spells them: `(reason, command, text)`. The
+/// row for the command comes first, then the row for any command (`""`).
+/// `{key}` in a text is the error's `key` metadata (`path`,
+/// `currentVersion`, …).
+pub type NextActions = [(&'static str, &'static str, &'static str)];
+
+/// The next action of each reason whose text from the front names an RPC
+/// field, method or metadata, as typed on this command line. Reasons not
+/// listed keep the front's text.
+pub const NEXT_ACTIONS: &NextActions = &[
+    (
+        "READ_REQUIRED",
+        "edit",
+        "Run `agentvfs read {path}` first with the same --session (or AGENTVFS_SESSION), \
+         or give --version N: the version the edits were written against.",
+    ),
+    (
+        "READ_REQUIRED",
+        "",
+        "Run `agentvfs read {path}` first with the same --session (or AGENTVFS_SESSION), \
+         or give the action a base_version.",
+    ),
+    (
+        "VERSION_CONFLICT",
+        "edit",
+        "Read the file again (`agentvfs read {path}`), then redo the edit against it with --version {currentVersion}.",
+    ),
+    (
+        "VERSION_CONFLICT",
+        "write",
+        "Read the file again (`agentvfs read {path}`), then write again with --expected-version {currentVersion}.",
+    ),
+    (
+        "VERSION_CONFLICT",
+        "",
+        "Read the file again (`agentvfs read {path}`), then redo the change against version {currentVersion}.",
+    ),
+    (
+        "FILE_MODIFIED_SINCE_READ",
+        "edit",
+        "Read the file again (`agentvfs read {path}`) in the same --session, then redo the edit against it \
+         (or give --version {currentVersion}).",
+    ),
+    (
+        "EDIT_NO_MATCH",
+        "edit",
+        "Read the file again (`agentvfs read`) and copy old_text in the edits file exactly as it appears.",
+    ),
+    (
+        "EDIT_AMBIGUOUS_MATCH",
+        "edit",
+        "Add surrounding context to old_text in the edits file so it matches once, or set \"replace_all\": true.",
+    ),
+    (
+        "INVALID_PATTERN",
+        "grep",
+        "Fix the pattern at the reported position, or add -F (--fixed-strings) to search for it literally.",
+    ),
+    ("INVALID_ARGUMENT", "", "Fix the argument the message names and run the command again."),
+    ("TOO_LARGE", "", "Fix the argument the message names and run the command again."),
+    ("CURSOR_INVALID", "", "Run the command again without --page-token, with the same arguments on every page."),
+    ("SNAPSHOT_EXPIRED", "", "Run the command again without --page-token; the pinned revision was compacted away."),
+    (
+        "NOT_FOUND",
+        "",
+        "Check the path with `agentvfs ls` or `agentvfs find`; it does not exist or is not visible to you.",
+    ),
+    ("NOT_A_FILE", "", "Use `agentvfs ls` for directories; this command needs a file."),
+    (
+        "BINARY_CONTENT",
+        "",
+        "Text commands cannot read this file; `agentvfs pull-folder` copies its folder with the raw bytes.",
+    ),
+    (
+        "NOT_UTF8",
+        "",
+        "Text commands cannot read this file; `agentvfs pull-folder` copies its folder with the raw bytes.",
+    ),
+    (
+        "FILE_TOO_LARGE",
+        "",
+        "Split the content into smaller files; `agentvfs pull-folder` copies a folder with every file's bytes.",
+    ),
+    ("IDEMPOTENCY_KEY_REUSED", "", "Give a new --idempotency-key for a different change."),
+    ("IDEMPOTENCY_REQUEST_IN_PROGRESS", "", "Run the same command again shortly, with the same --idempotency-key."),
+    ("UNAUTHENTICATED", "", "Give a valid token with --token (or AGENTVFS_TOKEN)."),
+    ("RATE_LIMITED", "", "Wait a moment and run the command again (exit status 6: worth retrying)."),
+    (
+        "OVERLOADED",
+        "",
+        "Wait a moment and run the command again (exit status 6: worth retrying); narrow a grep with a path, --glob or --type.",
+    ),
+];
+
+/// The next action of an error with `reason` and `metadata` from `command`
+/// as `table` spells it, if it has a row for them and the metadata has every
+/// `{key}` the row names.
+pub fn spell_next_action(
+    table: &NextActions,
+    reason: &str,
+    command: &str,
+    metadata: &HashMap<String, String>,
+) -> Option<String> {
+    let row = |cmd: &str| table.iter().find(|(r, c, _)| *r == reason && *c == cmd);
+    let (_, _, text) = row(command).or_else(|| row(""))?;
+    let mut spelled = String::with_capacity(text.len());
+    let mut rest = *text;
+    while let Some(start) = rest.find('{') {
+        let end = start + rest[start..].find('}')?;
+        spelled.push_str(&rest[..start]);
+        spelled.push_str(metadata.get(&rest[start + 1..end])?);
+        rest = &rest[end + 1..];
+    }
+    spelled.push_str(rest);
+    Some(spelled)
 }
 
 /// The exit status of a gRPC status code (also used for `ReadMany` outcomes).
@@ -132,5 +258,40 @@ fn code_name(code: Code) -> &'static str {
         Code::Unavailable => "UNAVAILABLE",
         Code::DataLoss => "DATA_LOSS",
         Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn metadata(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn next_actions_are_spelled_per_command_with_metadata_filled_in() {
+        let conflict = metadata(&[("path", "/a.md"), ("currentVersion", "3")]);
+        let edit = spell_next_action(NEXT_ACTIONS, "VERSION_CONFLICT", "edit", &conflict).unwrap();
+        assert!(edit.contains("--version 3") && edit.contains("agentvfs read /a.md"), "{edit}");
+        let write = spell_next_action(NEXT_ACTIONS, "VERSION_CONFLICT", "write", &conflict).unwrap();
+        assert!(write.contains("--expected-version 3"), "{write}");
+        let other = spell_next_action(NEXT_ACTIONS, "VERSION_CONFLICT", "batch", &conflict).unwrap();
+        assert!(other.contains("version 3"), "{other}");
+        // A row whose metadata is missing leaves the front's text in place.
+        assert_eq!(spell_next_action(NEXT_ACTIONS, "VERSION_CONFLICT", "edit", &HashMap::new()), None);
+        assert_eq!(spell_next_action(NEXT_ACTIONS, "STORAGE_FULL", "write", &conflict), None);
+    }
+
+    /// No text of the table names a request field where the command line has a flag.
+    #[test]
+    fn no_next_action_names_an_rpc_field_that_is_a_flag() {
+        for (reason, command, text) in NEXT_ACTIONS {
+            for field in ["base_version", "expected_version", "page_token", "idempotency_key", "fixed_strings"] {
+                let allowed = field == "base_version" && command.is_empty() && *reason == "READ_REQUIRED";
+                assert!(allowed || !text.contains(field), "{reason}/{command}: {text}");
+            }
+        }
     }
 }

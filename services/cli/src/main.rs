@@ -22,7 +22,11 @@
 //! as `x-agentvfs-session`) and `--json` (one line of proto JSON per response
 //! message). Paginated commands print `next page token: …` on stderr unless
 //! `--all` follows the pages to the end; edits and batches only preview
-//! unless `--apply` is given with an `--idempotency-key`.
+//! unless `--apply` is given with an `--idempotency-key`. Each run is a new
+//! call with no session unless `--session` is given, so `edit` without
+//! `--version` edits the latest version (the diff printed shows what it
+//! changes); with `--session`, the front instead requires a `read` of the
+//! file in that session.
 //!
 //! `pull-folder SPACE:PATH DIR` checks a folder out into a new local directory
 //! (original bytes, empty folders, and a private journal `.agentvfs-sync.json`
@@ -33,7 +37,8 @@
 //! keys, so a rerun after an interruption applies nothing twice.
 //!
 //! Results go to stdout. A failure prints `error: <REASON>: <message>` and
-//! `next: <what to do>` on stderr, and exits with a status by class:
+//! `next: <what to do>` on stderr (in this command line's flags and
+//! commands: see `errors::NEXT_ACTIONS`), and exits with a status by class:
 //!
 //! | Status | Meaning |
 //! |---|---|
@@ -169,26 +174,57 @@ fn main() -> ExitCode {
         return match runtime.block_on(mcp::run(&addr, token.as_deref(), space, session)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
-                error.report(json);
+                error.report(json, "mcp");
                 ExitCode::from(error.exit_code())
             }
         };
     }
     let json = cli.global.json;
+    let name = cli.command.name();
     match runtime.block_on(client_command(cli.global, cli.command)) {
         Ok(()) => ExitCode::SUCCESS,
         // A closed pipe (`agentvfs ls | head`) is the reader having had enough.
         Err(CliError::Io(error)) if error.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(error) => {
-            error.report(json);
+            error.report(json, name);
             ExitCode::from(error.exit_code())
+        }
+    }
+}
+
+impl Command {
+    /// The subcommand as typed, which picks the flags an error's next action names.
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Up(_) => "up",
+            Command::Ls(_) => "ls",
+            Command::Read(_) => "read",
+            Command::ReadMany(_) => "read-many",
+            Command::Write(_) => "write",
+            Command::Edit(_) => "edit",
+            Command::Find(_) => "find",
+            Command::Grep(_) => "grep",
+            Command::Search(_) => "search",
+            Command::Versions(_) => "versions",
+            Command::Diff(_) => "diff",
+            Command::Resolve(_) => "resolve",
+            Command::Batch(_) => "batch",
+            Command::Watch(_) => "watch",
+            Command::Space(_) => "space",
+            Command::Access(_) => "access",
+            Command::Quota(_) => "quota",
+            Command::Functions(_) => "functions",
+            Command::PullFolder(_) => "pull-folder",
+            Command::PushFolder(_) => "push-folder",
+            Command::Mcp => "mcp",
         }
     }
 }
 
 async fn client_command(global: Global, command: Command) -> Result<(), CliError> {
     let client = Client::new(&global.addr, global.token.as_deref(), global.session.as_deref())?;
-    let mut ctx = Context { client, space: global.space, out: Output::new(global.json)? };
+    let session = global.session.is_some();
+    let mut ctx = Context { client, space: global.space, session, out: Output::new(global.json)? };
     let ctx = &mut ctx;
     match command {
         Command::Up(_) | Command::Mcp => Ok(()),

@@ -11,7 +11,8 @@
 //!   left out, so a listing without `next_page_token` is complete.
 //! - A failure is a tool error (`isError: true`) whose JSON is
 //!   `{"error": {"reason", "message", "next_action", "retryable", "metadata"}}`,
-//!   from the status's `ErrorInfo` (see [`CliError::parts`]).
+//!   from the status's `ErrorInfo` (see [`CliError::parts`]), its next action
+//!   naming tools and arguments (see [`next_actions`]).
 //! - The whole MCP session is one agentvfs session (`x-agentvfs-session`,
 //!   `--session` or a fresh `mcp-<ULID>`), so that what `read` records lets a
 //!   later `edit` go ahead without a `base_version`.
@@ -31,12 +32,14 @@ use rmcp::{RoleServer, ServerHandler, ServiceExt as _};
 use serde::Serialize;
 use serde_json::Value;
 
+use self::next_actions::NEXT_ACTIONS;
 use crate::client::Client;
-use crate::errors::CliError;
+use crate::errors::{CliError, spell_next_action};
 use crate::output;
 
 mod descriptions;
 mod inputs;
+mod next_actions;
 
 /// Serves MCP on stdin/stdout until the client closes stdin.
 pub async fn run(addr: &str, token: Option<&str>, space: String, session: Option<String>) -> Result<(), CliError> {
@@ -78,22 +81,35 @@ impl Server {
         let mut fs = self.client.fs.clone();
         let space = self.space.as_str();
         match name {
-            "ls" => self.reply("ListResponse", fs.list(parse::<inputs::Ls>(arguments)?.request(space)).await),
-            "read" => self.reply("ReadResponse", fs.read(parse::<inputs::Read>(arguments)?.request(space)).await),
+            "ls" => self.reply(name, "ListResponse", fs.list(parse::<inputs::Ls>(arguments)?.request(space)).await),
+            "read" => self.reply(name, "ReadResponse", fs.read(parse::<inputs::Read>(arguments)?.request(space)).await),
             "read_many" => {
                 let request = parse::<inputs::ReadMany>(arguments)?.request(space);
-                self.reply("ReadManyResponse", fs.read_many(request).await)
+                let mut response = fs.read_many(request).await;
+                if let Ok(response) = &mut response {
+                    spell_read_errors(name, response.get_mut());
+                }
+                self.reply(name, "ReadManyResponse", response)
             }
-            "write" => self.reply("WriteResponse", fs.write(parse::<inputs::Write>(arguments)?.request(space)).await),
-            "edit" => self.reply("EditResponse", fs.edit(parse::<inputs::EditFile>(arguments)?.request(space)).await),
-            "find" => self.reply("FindResponse", fs.find(parse::<inputs::Find>(arguments)?.request(space)).await),
-            "grep" => self.reply("GrepResponse", fs.grep(parse::<inputs::Grep>(arguments)?.request(space)).await),
+            "write" => {
+                self.reply(name, "WriteResponse", fs.write(parse::<inputs::Write>(arguments)?.request(space)).await)
+            }
+            "edit" => {
+                self.reply(name, "EditResponse", fs.edit(parse::<inputs::EditFile>(arguments)?.request(space)).await)
+            }
+            "find" => self.reply(name, "FindResponse", fs.find(parse::<inputs::Find>(arguments)?.request(space)).await),
+            "grep" => self.reply(name, "GrepResponse", fs.grep(parse::<inputs::Grep>(arguments)?.request(space)).await),
             "search" => {
-                self.reply("SearchResponse", fs.search(parse::<inputs::Search>(arguments)?.request(space)).await)
+                self.reply(name, "SearchResponse", fs.search(parse::<inputs::Search>(arguments)?.request(space)).await)
             }
             "batch" => {
                 let response = fs.batch(parse::<inputs::Batch>(arguments)?.request(space)).await;
-                let response = response.map_err(|status| failure(&CliError::Status(status)))?.into_inner();
+                let mut response = response.map_err(|status| failure(name, &CliError::Status(status)))?.into_inner();
+                for outcome in &mut response.outcomes {
+                    if let Some(error) = &mut outcome.error {
+                        spell_read_error(name, error);
+                    }
+                }
                 self.batch_reply(&response)
             }
             _ => Err(error_result(&ToolError::invalid_argument(format!("there is no tool named {name:?}")), None)),
@@ -102,18 +118,19 @@ impl Server {
 
     fn reply<M: prost::Message>(
         &self,
+        tool: &str,
         name: &str,
         response: Result<tonic::Response<M>, tonic::Status>,
     ) -> Result<CallToolResult, CallToolResult> {
-        let message = response.map_err(|status| failure(&CliError::Status(status)))?.into_inner();
-        let text = self.proto_json(name, &message).map_err(|error| failure(&error))?;
+        let message = response.map_err(|status| failure(tool, &CliError::Status(status)))?.into_inner();
+        let text = self.proto_json(name, &message).map_err(|error| failure(tool, &error))?;
         Ok(json_result(text, false))
     }
 
     /// A batch that stopped at a failing action is a tool error naming that
     /// action's reason and next action, with the outcomes under `batch`.
     fn batch_reply(&self, response: &pb::BatchResponse) -> Result<CallToolResult, CallToolResult> {
-        let text = self.proto_json("BatchResponse", response).map_err(|error| failure(&error))?;
+        let text = self.proto_json("BatchResponse", response).map_err(|error| failure("batch", &error))?;
         let Some(index) = response.failed_index else { return Ok(json_result(text, false)) };
         let failed = response.outcomes.iter().find(|outcome| outcome.index == index).and_then(|o| o.error.as_ref());
         let error = match failed {
@@ -263,9 +280,28 @@ fn fallback_next_action(reason: &str) -> &'static str {
     }
 }
 
-fn failure(error: &CliError) -> CallToolResult {
-    let (reason, message, metadata) = error.parts();
+/// The tool error of a failed call of `tool`, its next action in this bridge's words.
+fn failure(tool: &str, error: &CliError) -> CallToolResult {
+    let (reason, message, mut metadata) = error.parts();
+    if let Some(next) = spell_next_action(NEXT_ACTIONS, &reason, tool, &metadata) {
+        metadata.insert("nextAction".to_owned(), next);
+    }
     error_result(&ToolError::new(reason, message, metadata.into_iter().collect()), None)
+}
+
+/// Spells the next action of each failed read of a `read_many` in this bridge's words.
+fn spell_read_errors(tool: &str, response: &mut pb::ReadManyResponse) {
+    for result in &mut response.results {
+        if let Some(pb::read_many_result::Outcome::Error(error)) = &mut result.outcome {
+            spell_read_error(tool, error);
+        }
+    }
+}
+
+fn spell_read_error(tool: &str, error: &mut pb::ReadError) {
+    if let Some(next) = spell_next_action(NEXT_ACTIONS, &error.reason, tool, &error.metadata) {
+        error.metadata.insert("nextAction".to_owned(), next);
+    }
 }
 
 /// A tool error: `{"error": …}`, with the batch response under `batch` when there is one.

@@ -299,3 +299,146 @@ fn watch_prints_each_change_as_it_happens() {
     let _ = watch.kill();
     let _ = watch.wait();
 }
+
+/// The commands of the README's command-line walkthrough, as a person types
+/// them into one shell: a heredoc is one command with its body, and what a
+/// line `export`s holds for the lines after it.
+fn readme_walkthrough() -> Vec<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let section = &readme[readme.find("## Using it from the command line").unwrap()..];
+    let block = &section[section.find("```sh\n").unwrap() + 6..];
+    let block = &block[..block.find("```").unwrap()];
+    let mut commands: Vec<String> = Vec::new();
+    let mut heredoc_end: Option<String> = None;
+    for line in block.lines() {
+        match &heredoc_end {
+            Some(end) => {
+                let last = commands.last_mut().unwrap();
+                last.push('\n');
+                last.push_str(line);
+                if line == end {
+                    heredoc_end = None;
+                }
+            }
+            None => {
+                if let Some((_, end)) = line.split_once("<<") {
+                    heredoc_end = Some(end.trim().trim_matches('\'').to_owned());
+                }
+                commands.push(line.to_owned());
+            }
+        }
+    }
+    commands
+}
+
+#[test]
+fn the_readme_walkthrough_works_as_written() {
+    let stack = Stack::start();
+    // The README runs in a clone after `./scripts/dev`, which built
+    // `target/release/`: here that directory holds the binaries under test.
+    let clone = tempfile::tempdir().unwrap();
+    std::fs::create_dir(clone.path().join("target")).unwrap();
+    let binaries = std::path::Path::new(env!("CARGO_BIN_EXE_agentvfs")).parent().unwrap();
+    std::os::unix::fs::symlink(binaries, clone.path().join("target/release")).unwrap();
+
+    let commands = readme_walkthrough();
+    assert!(commands.len() >= 10, "{commands:?}");
+    let mut exports = String::new();
+    let mut outputs = Vec::new();
+    for command in &commands {
+        let run = || {
+            Command::new("bash")
+                .arg("-c")
+                .arg(format!("set -euo pipefail\n{exports}{command}"))
+                .current_dir(clone.path())
+                // The front listens on a free port, not the default one.
+                .env("AGENTVFS_ADDR", &stack.addr)
+                .env_remove("AGENTVFS_SPACE")
+                .env_remove("AGENTVFS_TOKEN")
+                .env_remove("AGENTVFS_SESSION")
+                .output()
+                .unwrap()
+        };
+        let mut output = run();
+        // The search index follows commits asynchronously: a person running
+        // the search a moment later finds the file.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while command.starts_with("agentvfs search")
+            && output.status.success()
+            && output.stdout.is_empty()
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(100));
+            output = run();
+        }
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert!(output.status.success(), "{command}\nfailed: {stdout}{stderr}");
+        if command.starts_with("export ") {
+            exports.push_str(command);
+            exports.push('\n');
+        }
+        outputs.push((command.clone(), stdout));
+    }
+    let output = |prefix: &str| {
+        let found = outputs.iter().filter(|(command, _)| command.starts_with(prefix)).collect::<Vec<_>>();
+        assert_eq!(found.len(), 1, "one command starts with {prefix:?}");
+        found[0].1.clone()
+    };
+    assert_eq!(output("agentvfs write"), "created /notes/plan.md v1 (15 bytes)\n");
+    assert!(output("agentvfs ls").contains(" /notes/plan.md\n"));
+    assert_eq!(output("agentvfs read"), "# Plan\nship it\n");
+    assert_eq!(output("agentvfs grep"), "/notes/plan.md-1-# Plan\n/notes/plan.md:2:ship it\n");
+    let preview = &outputs.iter().find(|(c, _)| c.ends_with("# preview")).unwrap().1;
+    assert!(preview.contains("\n-ship it\n+ship it on Friday\n"), "{preview}");
+    assert!(preview.contains("preview of an edit to v1: nothing saved"), "{preview}");
+    let applied = &outputs.iter().find(|(c, _)| c.contains("--apply")).unwrap().1;
+    assert!(applied.ends_with("applied: v1 -> v2\n"), "{applied}");
+    let versions = output("agentvfs versions");
+    assert_eq!(versions.lines().map(|l| l.split('\t').next().unwrap()).collect::<Vec<_>>(), ["v2", "v1"]);
+    assert!(output("agentvfs search").contains("/notes/plan.md"));
+    assert_eq!(stack.ok(&["read", "/notes/plan.md"]), "# Plan\nship it on Friday\n");
+}
+
+#[test]
+fn next_actions_name_the_flags_of_the_command() {
+    let stack = Stack::start();
+    seed(&stack);
+    let patch = stack.temp.path().join("edits.json");
+    std::fs::write(&patch, r#"[{"type":"replace","old_text":"beta","new_text":"BETA"}]"#).unwrap();
+    let patch = patch.to_str().unwrap();
+    let next = |out: &support::Output| {
+        out.stderr.lines().find_map(|l| l.strip_prefix("next: ")).unwrap_or_else(|| panic!("{out:?}")).to_owned()
+    };
+
+    // A session without a read of the file: read first, or say which version.
+    let out = stack.run(&["--session", "s1", "edit", "/docs/a.md", "--patch", patch]);
+    assert_eq!(out.code, 4, "{out:?}");
+    assert!(out.stderr.starts_with("error: READ_REQUIRED: "), "{out:?}");
+    let read_required = next(&out);
+    assert!(read_required.contains("agentvfs read /docs/a.md"), "{read_required}");
+    assert!(read_required.contains("--version N"), "{read_required}");
+    assert!(!read_required.contains("base_version"), "{read_required}");
+    // After the read in that session, the edit goes ahead.
+    stack.ok(&["--session", "s1", "read", "/docs/a.md"]);
+    stack.ok(&["--session", "s1", "edit", "/docs/a.md", "--patch", patch]);
+
+    // /docs/a.md is at version 1: each command names its own flag and the version to give.
+    let out = stack.run(&["edit", "/docs/a.md", "--patch", patch, "--version", "3"]);
+    assert_eq!(out.code, 4, "{out:?}");
+    assert!(out.stderr.starts_with("error: VERSION_CONFLICT: "), "{out:?}");
+    assert!(next(&out).contains("--version 1"), "{out:?}");
+    let out = stack.run(&["write", "/docs/a.md", "--content", "x\n", "--expected-version", "3"]);
+    assert_eq!(out.code, 4, "{out:?}");
+    assert!(next(&out).contains("--expected-version 1"), "{out:?}");
+
+    // With --json the metadata carries the same next action.
+    let out = stack.run(&["--json", "edit", "/docs/a.md", "--patch", patch, "--version", "3"]);
+    let error: serde_json::Value = serde_json::from_str(out.stderr.trim()).unwrap();
+    assert!(error["error"]["metadata"]["nextAction"].as_str().unwrap().contains("--version 1"), "{error}");
+
+    // A page token the front refuses names the flag that carries it.
+    let out = stack.run(&["ls", "--page-token", "not-a-token"]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(next(&out).contains("--page-token"), "{out:?}");
+}

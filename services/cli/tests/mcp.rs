@@ -257,3 +257,30 @@ fn next_page_token_continues_ls_and_grep() {
         client.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn next_actions_name_the_tools_and_their_arguments() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/a.txt", "--content", "one\n"]);
+    runtime().block_on(async {
+        let client = connect(&stack.addr, &[]).await;
+        let edit = json!({"path": "/a.txt", "edits": [{"type": "append", "text": "two\n"}]});
+        let required = tool_error(&call(&client, "edit", edit.clone()).await, "READ_REQUIRED");
+        let next = required["next_action"].as_str().unwrap();
+        assert!(next.contains("read on /a.txt") && next.contains("base_version"), "{required}");
+
+        let mut stale = edit.clone();
+        stale["base_version"] = json!(5);
+        let conflict = tool_error(&call(&client, "edit", stale).await, "VERSION_CONFLICT");
+        assert!(conflict["next_action"].as_str().unwrap().contains("base_version 1"), "{conflict}");
+
+        let write = json!({"path": "/a.txt", "content": "x\n", "expected_version": 5});
+        let conflict = tool_error(&call(&client, "write", write).await, "VERSION_CONFLICT");
+        assert!(conflict["next_action"].as_str().unwrap().contains("expected_version 1"), "{conflict}");
+
+        // No tool is called List or Find.
+        let missing = tool_error(&call(&client, "read", json!({"path": "/missing.txt"})).await, "NOT_FOUND");
+        assert!(missing["next_action"].as_str().unwrap().contains("ls or find tool"), "{missing}");
+        client.cancel().await.unwrap();
+    });
+}

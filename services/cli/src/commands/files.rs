@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use agentvfs_proto::v1 as pb;
 
 use super::{Context, Paging, edits, read_input};
-use crate::errors::{CliError, exit_code_for};
+use crate::errors::{CliError, NEXT_ACTIONS, exit_code_for, spell_next_action};
 use crate::output::{self, line, note};
 
 #[derive(Debug, clap::Args)]
@@ -149,7 +149,14 @@ pub async fn read_many(ctx: &mut Context, args: ReadManyArgs) -> Result<(), CliE
         .map(|path| pb::ReadRequest { path: path.clone(), max_chars: args.max_chars, ..Default::default() })
         .collect();
     let request = pb::ReadManyRequest { space: ctx.space.clone(), reads };
-    let response = ctx.client.fs.read_many(request).await?.into_inner();
+    let mut response = ctx.client.fs.read_many(request).await?.into_inner();
+    for result in &mut response.results {
+        if let Some(pb::read_many_result::Outcome::Error(error)) = &mut result.outcome
+            && let Some(next) = spell_next_action(NEXT_ACTIONS, &error.reason, "read-many", &error.metadata)
+        {
+            error.metadata.insert("nextAction".to_owned(), next);
+        }
+    }
     if ctx.out.is_json() {
         ctx.out.message("ReadManyResponse", &response)?;
     }
@@ -249,7 +256,9 @@ pub struct EditArgs {
     /// {"type":"lines","start_line","end_line","old_text","new_text"}.
     #[arg(long, value_name = "FILE")]
     patch: PathBuf,
-    /// The version the edits were written against.
+    /// The version the edits were written against: the edit fails if the
+    /// file is at another. Without it (and without --session) the edits
+    /// apply to the latest version, whose diff is printed.
     #[arg(long, value_name = "N")]
     version: Option<u64>,
     /// Save the change; without it the edit is only previewed.
@@ -262,10 +271,20 @@ pub struct EditArgs {
 
 pub async fn edit(ctx: &mut Context, args: EditArgs) -> Result<(), CliError> {
     let edits = edits::parse(&read_input(&args.patch)?)?;
+    // The front lets an edit go ahead against a version the caller names, or
+    // one its session read. Each run of this command is a new call with no
+    // session unless --session is given, so without --version it reads which
+    // version is the latest and edits that: the edits themselves must still
+    // match its text exactly, and the diff printed shows what they change.
+    let base_version = match args.version {
+        Some(version) => Some(version),
+        None if ctx.session => None,
+        None => latest_version(ctx, &args.path).await?,
+    };
     let request = pb::EditRequest {
         space: ctx.space.clone(),
         path: args.path,
-        base_version: args.version,
+        base_version,
         edits,
         dry_run: !args.apply,
         idempotency_key: args.idempotency_key,
@@ -278,12 +297,26 @@ pub async fn edit(ctx: &mut Context, args: EditArgs) -> Result<(), CliError> {
     output::text(&response.diff)?;
     let summary = if !response.changed {
         format!("unchanged: v{}", response.version)
+    } else if response.dry_run && args.version.is_none() && !ctx.session {
+        format!(
+            "preview of an edit to v{0}: nothing saved (save with --apply --idempotency-key KEY; \
+             add --version {0} to refuse if the file changes first)",
+            response.version
+        )
     } else if response.dry_run {
         format!("preview of an edit to v{}: nothing saved (save with --apply --idempotency-key KEY)", response.version)
     } else {
         format!("applied: v{} -> v{}", response.previous_version, response.version)
     };
     line(&summary)
+}
+
+/// The latest version of the file at `path`, or `None` for a directory
+/// (whose edit the front refuses as it would any other).
+async fn latest_version(ctx: &mut Context, path: &str) -> Result<Option<u64>, CliError> {
+    let request = pb::ResolveRequest { space: ctx.space.clone(), reference: path.to_owned(), ..Default::default() };
+    let resolved = ctx.client.fs.resolve(request).await?.into_inner();
+    Ok((resolved.kind != pb::NodeKind::Directory as i32).then_some(resolved.version))
 }
 
 #[derive(Debug, clap::Args)]

@@ -1,0 +1,51 @@
+//! The next action of each reason whose text from the front names an RPC
+//! field, method or metadata, in this bridge's words: tools and their
+//! arguments. Reasons not listed keep the front's text (see
+//! [`crate::errors::spell_next_action`] for the shape of a row).
+
+use crate::errors::NextActions;
+
+pub const NEXT_ACTIONS: &NextActions = &[
+    (
+        "READ_REQUIRED",
+        "edit",
+        "Call read on {path} first (this MCP session remembers what it read), or give base_version: \
+         the version the edits were written against.",
+    ),
+    (
+        "READ_REQUIRED",
+        "",
+        "Call read on {path} first (this MCP session remembers what it read), or give the edit action a base_version.",
+    ),
+    (
+        "VERSION_CONFLICT",
+        "edit",
+        "Call read on {path} again, then redo the edit against it with base_version {currentVersion}.",
+    ),
+    (
+        "VERSION_CONFLICT",
+        "write",
+        "Call read on {path} again, then write again with expected_version {currentVersion}.",
+    ),
+    ("VERSION_CONFLICT", "", "Call read on {path} again, then redo the change against version {currentVersion}."),
+    ("FILE_MODIFIED_SINCE_READ", "", "Call read on {path} again, then redo the edit against what it returns."),
+    ("EDIT_NO_MATCH", "", "Call read on the file again and copy old_text exactly as it appears."),
+    ("INVALID_ARGUMENT", "", "Fix the argument the message names, then call again."),
+    ("TOO_LARGE", "", "Fix the argument the message names, then call again."),
+    ("CURSOR_INVALID", "", "Call again without page_token, with the same arguments on every page."),
+    ("SNAPSHOT_EXPIRED", "", "Call again without page_token; the pinned revision was compacted away."),
+    ("NOT_FOUND", "", "Check the path with the ls or find tool; it does not exist or is not visible to you."),
+    ("NOT_A_FILE", "", "Use the ls tool for directories; this tool needs a file."),
+    ("BINARY_CONTENT", "", "This file is not text, so these tools cannot read or edit it; write can replace it whole."),
+    ("NOT_UTF8", "", "This file is not text, so these tools cannot read or edit it; write can replace it whole."),
+    ("FILE_TOO_LARGE", "", "Split the content into smaller files; these tools cannot handle one this large."),
+    ("IDEMPOTENCY_KEY_REUSED", "", "Give a new idempotency_key for a different change."),
+    ("IDEMPOTENCY_REQUEST_IN_PROGRESS", "", "Call again shortly with the same idempotency_key."),
+    (
+        "UNAUTHENTICATED",
+        "",
+        "The token of this MCP server (AGENTVFS_TOKEN or --token of `agentvfs mcp`) is not valid; tell the user.",
+    ),
+    ("RATE_LIMITED", "", "Wait a moment, then call again."),
+    ("OVERLOADED", "", "Wait a moment, then call again; narrow a grep with path, glob or type."),
+];

@@ -551,5 +551,6 @@ async fn sigterm_drains_and_exits_zero() {
     let mut front = Front::start().await;
     front.space("s").await;
     front.fs().await.write(write_text("s", "/a.txt", "kept")).await.unwrap();
-    assert!(front.terminate().await.success());
+    let status = front.terminate().await;
+    assert!(status.success(), "{status:?}");
 }

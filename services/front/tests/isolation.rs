@@ -214,7 +214,9 @@ async fn another_principals_space_is_indistinguishable_from_a_missing_one() {
          [[tokens]]\ntoken = \"bob-token-0123456789\"\nprincipal = \"bob\"\n",
     )
     .unwrap();
-    let stack = Stack::start(&["--tokens", tokens.to_str().unwrap()]).await;
+    // The worker fetches content with a token of its own, as deployed.
+    let worker_env = [("AGENTVFS_TOKEN", "ops-token-0123456789")];
+    let stack = Stack::start_configured(&["--tokens", tokens.to_str().unwrap()], &[], &worker_env).await;
     let channel = stack.front.channel().await;
     let clients = |token| {
         (
@@ -257,9 +259,14 @@ async fn another_principals_space_is_indistinguishable_from_a_missing_one() {
     }
     assert_eq!(checked, 20);
 
-    // Bob's canary never shows up for Alice, whatever she searches.
-    let grep = pb::GrepRequest { space: "alice-space".into(), pattern: "CANARY".into(), ..Default::default() };
-    assert!(alice_fs.grep(grep).await.unwrap().into_inner().files.is_empty());
+    // Bob's canary never shows up for Alice, whatever she searches; her own
+    // file does.
+    let grep =
+        |pattern: &str| pb::GrepRequest { space: "alice-space".into(), pattern: pattern.into(), ..Default::default() };
+    let own = alice_fs.grep(grep("alice.s own")).await.unwrap().into_inner();
+    assert_eq!(own.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["/secret.txt"], "{own:?}");
+    let canary = alice_fs.grep(grep("CANARY")).await.unwrap().into_inner();
+    assert!(canary.files.is_empty() && canary.skipped.is_empty() && canary.complete, "{canary:?}");
     // Bob's node IDs do not open doors either.
     let bob_file = bob_fs
         .resolve(pb::ResolveRequest {

@@ -74,6 +74,9 @@ struct TokenEntry {
 
 /// The principal of every call in `--dev` mode.
 pub const DEV_PRINCIPAL: &str = "dev";
+/// The header that carries a request's ID, from the client (or the front,
+/// which makes one up) to the front's logs and on to a worker.
+pub const REQUEST_ID: &str = "x-request-id";
 /// Longest accepted value of an `x-agentvfs-*` header.
 const MAX_HEADER_CHARS: usize = 256;
 
@@ -138,7 +141,7 @@ impl Authenticator {
             session: header(metadata, "x-agentvfs-session")?,
             tool_call: header(metadata, "x-agentvfs-tool-call")?,
             admission: None,
-            request_id: metadata.get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_owned),
+            request_id: metadata.get(REQUEST_ID).and_then(|v| v.to_str().ok()).map(str::to_owned),
         })
     }
 }

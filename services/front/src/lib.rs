@@ -4,8 +4,11 @@
 //! The front owns every byte of state in an embedded sled store ([`store`]):
 //! spaces, the versioned path tree, immutable file versions and their
 //! content. It authenticates and authorizes each call ([`auth`]), turns proto
-//! requests into validated domain values at the boundary ([`grpc`]), and
-//! answers with errors that follow one closed set of reasons ([`error`]).
+//! requests into validated domain values at the boundary ([`grpc`]), runs
+//! them through the application ([`app`]: grep paging, the workers, the
+//! index feed) against the store, and answers with errors that follow one
+//! closed set of reasons ([`error`]). Modules depend downwards only:
+//! adapter → application → store.
 //!
 //! Paths are validated once, at the edge:
 //!
@@ -27,6 +30,7 @@ macro_rules! fault_point {
 }
 
 pub mod admission;
+pub mod app;
 pub mod auth;
 pub mod config;
 pub mod diff;
@@ -39,6 +43,7 @@ pub mod grpc;
 pub mod ids;
 pub mod indexer;
 pub mod metrics;
+pub mod page_token;
 pub mod path;
 #[doc(hidden)]
 pub mod properties;

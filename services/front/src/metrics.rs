@@ -14,8 +14,10 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 use tonic::Code;
 use tracing::Instrument as _;
 
+use crate::auth::REQUEST_ID;
 use crate::indexer::Progress;
 use crate::store::Store;
+use crate::workers::Workers;
 
 /// Serves `/metrics` on `address`. Call from within the runtime.
 pub fn install(address: SocketAddr) -> Result<(), String> {
@@ -28,11 +30,11 @@ pub fn install(address: SocketAddr) -> Result<(), String> {
 }
 
 /// Samples gauges every few seconds until the task is dropped.
-pub async fn sample(store: Store, workers: Arc<dyn Fn() -> usize + Send + Sync>, progress: Arc<Progress>) {
+pub async fn sample(store: Store, workers: Arc<Workers>, progress: Arc<Progress>) {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     loop {
         tick.tick().await;
-        gauge!("agentvfs_grep_queue_depth").set(workers() as f64);
+        gauge!("agentvfs_grep_queue_depth").set(workers.queue_depth() as f64);
         let slowest = progress.slowest().unwrap_or(0);
         let sampled = store
             .blocking(move |store| {
@@ -53,9 +55,6 @@ pub async fn sample(store: Store, workers: Arc<dyn Fn() -> usize + Send + Sync>,
         gauge!("agentvfs_index_lag_seconds").set(lag_seconds);
     }
 }
-
-/// The header that carries a request's ID, front to worker.
-pub const REQUEST_ID: &str = "x-request-id";
 
 /// Counts, times and tracks in flight every RPC by method and status code,
 /// and gives every call a request ID.

@@ -11,10 +11,11 @@ use tokio::net::TcpListener;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
+use crate::app::Front;
 use crate::auth::Authenticator;
 use crate::config::Config;
-use crate::grep::PageBudget;
-use crate::grpc::{Front, Services};
+use crate::grep::{Grep, PageBudget};
+use crate::grpc::Services;
 use crate::store::Store;
 use crate::workers::Workers;
 
@@ -63,18 +64,17 @@ pub async fn serve(
         max_text_bytes: config.limits.max_text_bytes,
         max_output_bytes: (config.max_message_bytes / 2) as u64,
     };
-    let services = Services::new(Front {
+    let front = Arc::new(Front {
         store: store.clone(),
         auth,
         sessions,
-        workers,
-        grep_budget,
-        read_ahead: Default::default(),
-        selections: Default::default(),
+        workers: workers.clone(),
+        grep: Arc::new(Grep::new(store.clone(), workers.clone(), grep_budget)),
         in_flight: Default::default(),
         admission: crate::admission::Admission::new(config.max_in_flight, config.rate_limit),
-        index_progress,
+        index_progress: index_progress.clone(),
     });
+    let services = Services::new(front.clone());
     let content = ContentStoreServer::new(services.content()).max_encoding_message_size(limit);
     let services_for_admission = services.clone();
     let filesystem =
@@ -97,7 +97,7 @@ pub async fn serve(
     // Grep and Search need a worker: `agentvfs.v1.Worker` on the front says
     // whether one answers.
     let worker_health = tokio::spawn({
-        let (health, progress) = (health.clone(), services_for_admission.index_progress());
+        let (health, progress) = (health.clone(), index_progress.clone());
         async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
             loop {
@@ -111,11 +111,7 @@ pub async fn serve(
             }
         }
     });
-    let sampler = tokio::spawn(crate::metrics::sample(
-        store.clone(),
-        services_for_admission.queue_depth_reader(),
-        services_for_admission.index_progress(),
-    ));
+    let sampler = tokio::spawn(crate::metrics::sample(store.clone(), workers.clone(), index_progress.clone()));
     let server = Server::builder()
         .layer(crate::metrics::RpcMetricsLayer)
         .layer(crate::grpc::limits::CallLimitsLayer { message_bytes: limit, timeout: config.request_timeout })

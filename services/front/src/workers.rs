@@ -238,7 +238,7 @@ impl Workers {
                 request.set_timeout(left);
             }
             if let Some(value) = request_id.and_then(|id| id.parse().ok()) {
-                request.metadata_mut().insert(crate::metrics::REQUEST_ID, value);
+                request.metadata_mut().insert(crate::auth::REQUEST_ID, value);
             }
             let failure = match within(until, call(client, request)).await? {
                 Ok(answer) => return Ok(answer),

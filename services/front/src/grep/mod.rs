@@ -17,11 +17,10 @@ use std::time::{Duration, Instant};
 use agentvfs_proto::v1 as pb;
 
 use crate::error::{Error, Result};
-use crate::grpc::page_token::{PageToken, fingerprint};
-use crate::grpc::{Front, Target};
+use crate::page_token::{PageToken, fingerprint};
 use crate::path::SpacePath;
-use crate::store::{Entry, ScanOptions, Store};
-use crate::workers::Priority;
+use crate::store::{Entry, ScanOptions, SpaceRecord, Store};
+use crate::workers::{Priority, Workers};
 pub use query::GrepQuery;
 
 /// Per-page budgets of a grep.
@@ -34,6 +33,32 @@ pub struct PageBudget {
     /// Bytes of matched text one page may return (keeps replies under the
     /// message size limit).
     pub max_output_bytes: u64,
+}
+
+/// What grep pages share: the store and workers they run on, their budgets,
+/// pages computed ahead of the requests that will ask for them, and file
+/// selections that several pages reuse.
+#[derive(Debug)]
+pub struct Grep {
+    store: Store,
+    workers: Arc<Workers>,
+    budget: PageBudget,
+    read_ahead: ahead::ReadAhead,
+    selections: selections::Selections,
+}
+
+impl Grep {
+    pub fn new(store: Store, workers: Arc<Workers>, budget: PageBudget) -> Self {
+        Self { store, workers, budget, read_ahead: Default::default(), selections: Default::default() }
+    }
+}
+
+/// What one grep searches: a space as the call found it, and the directory
+/// or file to search below.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub space: SpaceRecord,
+    pub root: SpacePath,
 }
 
 /// Where a grep page starts.
@@ -85,21 +110,21 @@ pub struct PageEnd {
     pub fetched: bool,
 }
 
-/// Runs one grep page over `target` (a directory or a file), or takes it
+/// Runs one grep page over `scope` (a directory or a file), or takes it
 /// from a read-ahead (see [`ahead`]).
 pub async fn page(
-    front: &Arc<Front>,
-    target: &Target,
+    grep: &Arc<Grep>,
+    scope: &Scope,
     query: &GrepQuery,
     request: &pb::GrepRequest,
     deadline: Option<Duration>,
     request_id: Option<&str>,
 ) -> Result<pb::GrepResponse> {
-    let key = ahead::Key::new(&target.space.id.to_string(), target.path.as_str(), request);
-    if let Some((outcome, parked)) = front.read_ahead.take(&key) {
+    let key = ahead::Key::new(&scope.space.id.to_string(), scope.root.as_str(), request);
+    if let Some((outcome, parked)) = grep.read_ahead.take(&key) {
         // The client moved on: the page parked behind this one may start.
         if let Some(parked) = parked {
-            start_ahead(front, target, query, parked.request, parked.prefetch);
+            start_ahead(grep, scope, query, parked.request, parked.prefetch);
         }
         let outcome = match deadline {
             Some(deadline) => {
@@ -109,16 +134,16 @@ pub async fn page(
         };
         if let Ok(Ok((response, end))) = outcome {
             // The snapshot may have been compacted since the page was read.
-            Store::check_revision(&target.space, response.revision)?;
+            Store::check_revision(&scope.space, response.revision)?;
             if end.on_budget {
-                read_ahead(front, target, query, request, &response, end);
+                read_ahead(grep, scope, query, request, &response, end);
             }
             return Ok(response);
         }
     }
-    let (response, end) = run(front, target, query, request, deadline, request_id, Priority::Request, false).await?;
+    let (response, end) = run(grep, scope, query, request, deadline, request_id, Priority::Request, false).await?;
     if end.on_budget {
-        read_ahead(front, target, query, request, &response, end);
+        read_ahead(grep, scope, query, request, &response, end);
     }
     Ok(response)
 }
@@ -126,8 +151,8 @@ pub async fn page(
 /// Starts the page after `response` in the background when a worker slot
 /// is spare, for the request that will ask for it.
 fn read_ahead(
-    front: &Arc<Front>,
-    target: &Target,
+    grep: &Arc<Grep>,
+    scope: &Scope,
     query: &GrepQuery,
     request: &pb::GrepRequest,
     response: &pb::GrepResponse,
@@ -137,25 +162,25 @@ fn read_ahead(
         return;
     }
     let next = pb::GrepRequest { page_token: response.next_page_token.clone(), ..request.clone() };
-    start_ahead(front, target, query, next, end.fetched);
+    start_ahead(grep, scope, query, next, end.fetched);
 }
 
 /// Runs `next` in the background for the request that will ask for it,
 /// when a worker slot is spare and its search has room ahead of its client
 /// (otherwise it is parked; see [`ahead`]).
-fn start_ahead(front: &Arc<Front>, target: &Target, query: &GrepQuery, next: pb::GrepRequest, prefetch: bool) {
-    if !front.workers.has_spare() {
+fn start_ahead(grep: &Arc<Grep>, scope: &Scope, query: &GrepQuery, next: pb::GrepRequest, prefetch: bool) {
+    if !grep.workers.has_spare() {
         return;
     }
-    let (space, root) = (target.space.id.to_string(), target.path.as_str());
+    let (space, root) = (scope.space.id.to_string(), scope.root.as_str());
     let key = ahead::Key::new(&space, root, &next);
     let search = ahead::Key::search(&space, root, &next);
     let parked = ahead::Parked { request: next, prefetch };
-    let Some(sender) = front.read_ahead.reserve(key, search, parked.clone()) else { return };
-    let (front, target, query) = (front.clone(), target.clone(), query.clone());
+    let Some(sender) = grep.read_ahead.reserve(key, search, parked.clone()) else { return };
+    let (grep, scope, query) = (grep.clone(), scope.clone(), query.clone());
     tokio::spawn(async move {
         let mode = Priority::ReadAhead;
-        let result = run(&front, &target, &query, &parked.request, None, None, mode, parked.prefetch).await;
+        let result = run(&grep, &scope, &query, &parked.request, None, None, mode, parked.prefetch).await;
         let _ = sender.send(result);
     });
 }
@@ -165,8 +190,8 @@ fn start_ahead(front: &Arc<Front>, target: &Target, query: &GrepQuery, next: pb:
 /// to fetch in the background.
 #[allow(clippy::too_many_arguments)]
 async fn run(
-    front: &Arc<Front>,
-    target: &Target,
+    grep: &Arc<Grep>,
+    scope: &Scope,
     query: &GrepQuery,
     request: &pb::GrepRequest,
     deadline: Option<Duration>,
@@ -175,8 +200,8 @@ async fn run(
     prefetch: bool,
 ) -> Result<(pb::GrepResponse, PageEnd)> {
     let started = Instant::now();
-    let (store, workers, budget) = (&front.store, &front.workers, front.grep_budget);
-    let (space, root) = (&target.space, &target.path);
+    let (store, workers, budget) = (&grep.store, &grep.workers, grep.budget);
+    let (space, root) = (&scope.space, &scope.root);
     let mut parts: Vec<&str> = vec!["grep", root.as_str()];
     let space_id = space.id.to_string();
     parts.push(&space_id);
@@ -196,7 +221,7 @@ async fn run(
     Store::check_revision(space, cursor.revision)?;
 
     let key = selections::Key::new(space.id, cursor.revision, root, query, cursor.from.as_deref(), prefetch);
-    let selection = match front.selections.get(&key) {
+    let selection = match grep.selections.get(&key) {
         Some(selection) => selection,
         None => {
             let (store, space_id, root, query, cursor) =
@@ -207,7 +232,7 @@ async fn run(
                     .blocking(move |_| select(&store, space_id, &root, &query, &cursor, budget, prefetch))
                     .await?,
             );
-            front.selections.insert(key, selection.clone());
+            grep.selections.insert(key, selection.clone());
             selection
         }
     };
@@ -222,7 +247,7 @@ async fn run(
         let token =
             PageToken { fingerprint: bound, revision: cursor.revision, after: next.clone(), position: 0, line: 0 };
         let next = pb::GrepRequest { page_token: token.encode(), ..request.clone() };
-        start_ahead(front, target, query, next, prefetch);
+        start_ahead(grep, scope, query, next, prefetch);
     }
     let mut response = pb::GrepResponse { revision: cursor.revision, ..Default::default() };
     let mut stats = pb::GrepStats { files_visited: selection.visited, ..Default::default() };

@@ -387,7 +387,8 @@ impl FileSystem for Services {
                 .blocking(move |_| front.target(&caller, &req.space, &req.path, &req.base, "path", Need::Read))
                 .await?
         };
-        let response = grep::page(&front, &target, &query, &req, deadline, caller.request_id.as_deref()).await?;
+        let scope = grep::Scope { space: target.space, root: target.path };
+        let response = grep::page(&front.grep, &scope, &query, &req, deadline, caller.request_id.as_deref()).await?;
         Ok(Response::new(response))
     }
 

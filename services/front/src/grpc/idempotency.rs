@@ -9,22 +9,16 @@
 //! that applies the change, which runs to completion even if the client goes
 //! away, so a retry can never overlap the original.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
-
 use prost::Message;
 
 use super::Front;
+use crate::app::InFlight;
 use crate::auth::Caller;
 use crate::error::{Error, Reason, Result};
 use crate::store::{ReceiptPlan, WriteOutcome};
 
 /// Longest accepted idempotency key.
 const MAX_KEY_BYTES: usize = 256;
-
-/// Scopes of calls running now.
-#[derive(Debug, Default)]
-pub struct InFlight(Mutex<HashSet<[u8; 32]>>);
 
 /// A claimed scope, released on drop.
 #[derive(Debug)]
@@ -37,12 +31,6 @@ pub struct Claim<'a> {
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
         self.in_flight.lock().remove(&self.scope);
-    }
-}
-
-impl InFlight {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<[u8; 32]>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -1,6 +1,6 @@
-//! The gRPC boundary: requests are authenticated, parsed into domain values
-//! (paths, references, globs, limits) and handed to the store; store results
-//! become proto messages. Proto types stop here.
+//! The gRPC adapter: requests are authenticated, parsed into domain values
+//! (paths, references, globs, limits) and handed to the application
+//! ([`crate::app`]); its results become proto messages. Proto types stop here.
 
 mod access;
 mod admin;
@@ -11,7 +11,6 @@ mod edit;
 mod filesystem;
 mod idempotency;
 pub mod limits;
-pub mod page_token;
 mod read;
 mod search;
 mod transfer;
@@ -21,38 +20,12 @@ use std::sync::Arc;
 
 use tonic::Request;
 
-use crate::auth::{Authenticator, Caller, Need};
+pub(crate) use crate::app::{
+    Front, Target, echo, non_empty, not_a_file, reference_error, text_of, text_version, upsert_session,
+};
+use crate::auth::Caller;
 use crate::error::{Error, Reason, Result};
-use crate::grep::PageBudget;
-use crate::ids::SpaceId;
-use crate::path::{PathError, SpacePath};
-use crate::reference::{Reference, ReferenceError};
-use crate::sessions::Sessions;
-use crate::store::{Entry, SpaceRecord, Store, VersionRecord, not_text};
-use crate::workers::Workers;
-
-/// Longest reference echoed back in error metadata.
-const MAX_ECHO_CHARS: usize = 256;
-
-/// State shared by the front's services.
-#[derive(Debug)]
-pub struct Front {
-    pub store: Store,
-    pub auth: Authenticator,
-    /// What each agent session has read, for the read-before-edit rule.
-    pub sessions: Sessions,
-    /// Where grep jobs run.
-    pub workers: Arc<Workers>,
-    pub grep_budget: PageBudget,
-    /// Grep pages computed ahead of the requests that will ask for them.
-    pub read_ahead: crate::grep::ahead::ReadAhead,
-    pub selections: crate::grep::selections::Selections,
-    /// Idempotency scopes of calls running now.
-    pub in_flight: idempotency::InFlight,
-    pub admission: crate::admission::Admission,
-    /// How far every worker's index has caught up with the outbox.
-    pub index_progress: Arc<crate::indexer::Progress>,
-}
+pub(crate) use crate::page_token;
 
 pub use content::ContentService;
 
@@ -63,19 +36,8 @@ pub struct Services {
 }
 
 impl Services {
-    pub fn new(front: Front) -> Self {
-        Self { front: Arc::new(front) }
-    }
-
-    /// Reads the grep queue depth, for metrics.
-    pub fn queue_depth_reader(&self) -> Arc<dyn Fn() -> usize + Send + Sync> {
-        let front = self.front.clone();
-        Arc::new(move || front.workers.queue_depth())
-    }
-
-    /// How far the workers' indexes have caught up, for metrics.
-    pub fn index_progress(&self) -> Arc<crate::indexer::Progress> {
-        self.front.index_progress.clone()
+    pub fn new(front: Arc<Front>) -> Self {
+        Self { front }
     }
 
     /// Refuses new calls from now on (SHUTTING_DOWN); calls in flight finish.
@@ -94,13 +56,6 @@ impl Services {
     }
 }
 
-/// A resolved request target: a visible space and a normalized path in it.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub space: SpaceRecord,
-    pub path: SpacePath,
-}
-
 impl Front {
     /// Authenticates and admits a call.
     pub fn caller<T>(&self, request: &Request<T>) -> Result<Caller> {
@@ -108,201 +63,6 @@ impl Front {
         tracing::Span::current().record("principal", caller.principal.as_str());
         caller.admission = Some(self.admission.admit(&caller.principal)?);
         Ok(caller)
-    }
-
-    /// Finds a space by ID or exact name and checks the caller's rights. A
-    /// space the caller cannot see is NOT_FOUND, like a missing one.
-    pub fn space(&self, caller: &Caller, space: &str, need: Need) -> Result<SpaceRecord> {
-        if space.is_empty() {
-            return Err(Error::invalid_argument("space", "The request must name its space (ID or name)."));
-        }
-        let id = match space.parse::<SpaceId>() {
-            Ok(id) => Some(id),
-            Err(()) => self.store.space_id_by_name(space)?,
-        };
-        let record = match id {
-            Some(id) => self.store.space(id)?,
-            None => None,
-        };
-        let record = record.ok_or_else(|| Error::space_not_found(&echo(space)))?;
-        caller.authorize(&record, need, &echo(space))?;
-        tracing::Span::current().record("space", tracing::field::display(record.id));
-        Ok(record)
-    }
-
-    /// Resolves `reference` (relative to `base` when given) in the request's
-    /// `space`, or in the space the reference itself names.
-    pub fn target(
-        &self,
-        caller: &Caller,
-        space: &str,
-        reference: &str,
-        base: &str,
-        field: &str,
-        need: Need,
-    ) -> Result<Target> {
-        let parsed = Reference::parse(reference).map_err(|e| reference_error(e, field, reference))?;
-        // A relative path stays open until the space (and so the base) is known.
-        let (named_space, path) = match parsed {
-            Reference::Item(node) => {
-                let record = self.store.node(node)?.filter(|r| !r.trashed);
-                let record = record.ok_or_else(|| Error::not_found(echo(reference)))?;
-                (Some(record.space), Ok(SpacePath::from_stored(record.path)))
-            }
-            Reference::SpaceRoot(id) => (Some(id), Ok(SpacePath::root())),
-            Reference::Uri(id, path) => (Some(id), Ok(path)),
-            Reference::Absolute(path) => (None, Ok(path)),
-            Reference::Relative(path) => (None, Err(path)),
-        };
-        let space_record = match named_space {
-            Some(id) => {
-                let record = self.store.space(id)?.ok_or_else(|| Error::not_found(echo(reference)))?;
-                // Not visible: the same answer as a reference to nothing.
-                if caller.role(&record).is_none() {
-                    return Err(Error::not_found(echo(reference)));
-                }
-                caller.authorize(&record, need, &echo(reference))?;
-                if !space.is_empty() && space != record.name && space != record.id.to_string() {
-                    return Err(Error::invalid_argument(
-                        "space",
-                        "The reference belongs to a different space than the one the request names.",
-                    ));
-                }
-                record
-            }
-            None => self.space(caller, space, need)?,
-        };
-        let path = match path {
-            Ok(path) => path,
-            Err(relative) => self.join_base(caller, &space_record, base, &relative, need)?,
-        };
-        Ok(Target { space: space_record, path })
-    }
-
-    /// `relative` below the folder `base` (the root when `base` is empty).
-    fn join_base(
-        &self,
-        caller: &Caller,
-        space: &SpaceRecord,
-        base: &str,
-        relative: &SpacePath,
-        need: Need,
-    ) -> Result<SpacePath> {
-        if base.is_empty() {
-            return Ok(relative.clone());
-        }
-        let base_target = self.target(caller, &space.id.to_string(), base, "", "base", need)?;
-        if base_target.space.id != space.id {
-            return Err(Error::invalid_argument("base", "The base folder must be in the request's space."));
-        }
-        match self.store.entry(space.id, &base_target.path, None)? {
-            Some(entry) if entry.is_dir() => {}
-            Some(_) => {
-                return Err(Error::new(
-                    Reason::NotADirectory,
-                    format!("The base {} is a file, not a folder.", base_target.path),
-                )
-                .with("path", &base_target.path)
-                .field("base"));
-            }
-            None => return Err(Error::not_found(&base_target.path).field("base")),
-        }
-        base_target
-            .path
-            .join(relative.as_str())
-            .map_err(|e| reference_error(ReferenceError::Path(e), "path", relative.as_str()))
-    }
-
-    /// The file at `target`, now (`at_revision` 0) or as of a retained
-    /// revision; NOT_FOUND or NOT_A_FILE otherwise.
-    pub fn file_at(&self, target: &Target, at_revision: u64) -> Result<Entry> {
-        let revision = match at_revision {
-            0 => None,
-            at => {
-                Store::check_revision(&target.space, at)?;
-                Some(at)
-            }
-        };
-        let entry = self.existing(target, revision)?;
-        if entry.is_dir() {
-            return Err(not_a_file(&target.path));
-        }
-        Ok(entry)
-    }
-
-    /// The entry at `target`, or NOT_FOUND.
-    pub fn existing(&self, target: &Target, revision: Option<u64>) -> Result<Entry> {
-        self.store.entry(target.space.id, &target.path, revision)?.ok_or_else(|| Error::not_found(&target.path))
-    }
-}
-
-/// Version `number` of a file as text: refused when binary, not UTF-8 or
-/// over the text size limit.
-pub(crate) fn text_of(front: &Front, target: &Target, entry: &Entry, number: u64) -> Result<(VersionRecord, String)> {
-    let version = text_version(front, target, entry, number)?;
-    let bytes = front.store.content(version.hash)?;
-    let text = String::from_utf8(bytes).map_err(|_| Error::internal("text content is not UTF-8"))?;
-    Ok((version, text))
-}
-
-/// The record of version `number` of a file, checked to be usable as text.
-pub(crate) fn text_version(front: &Front, target: &Target, entry: &Entry, number: u64) -> Result<VersionRecord> {
-    let version = front
-        .store
-        .version(target.space.id, entry.node, number)?
-        .ok_or_else(|| Error::not_found(format!("version {number} of {}", target.path)))?;
-    if !version.text.is_text {
-        return Err(not_text(&target.path, &version.text));
-    }
-    let limit = front.store.limits().max_text_bytes;
-    if version.size > limit {
-        return Err(Error::new(
-            Reason::FileTooLarge,
-            format!("{} is {} bytes, over the {limit}-byte limit for text operations.", target.path, version.size),
-        )
-        .with("path", &target.path)
-        .with("size", version.size)
-        .with("limit", limit));
-    }
-    Ok(version)
-}
-
-/// Records that the caller's session (if any) has seen `version` of `node`.
-pub(crate) fn upsert_session(front: &Front, caller: &Caller, node: crate::ids::NodeId, version: u64) {
-    if let Some(session) = &caller.session {
-        front.sessions.saw(session, node, version);
-    }
-}
-
-pub(crate) fn not_a_file(path: &SpacePath) -> Error {
-    Error::new(Reason::NotAFile, format!("{path} is a directory, not a file.")).with("path", path)
-}
-
-pub(crate) fn non_empty(value: String) -> Option<String> {
-    (!value.is_empty()).then_some(value)
-}
-
-/// The error for a reference that did not parse.
-pub fn reference_error(error: ReferenceError, field: &str, input: &str) -> Error {
-    let reason = match &error {
-        ReferenceError::Path(PathError::Traversal) | ReferenceError::EncodedTraversal => Reason::PathTraversal,
-        ReferenceError::Path(_) => Reason::InvalidPath,
-        ReferenceError::Malformed(_) => Reason::InvalidArgument,
-    };
-    let mut message = error.to_string();
-    if let Some(first) = message.get_mut(0..1) {
-        first.make_ascii_uppercase();
-    }
-    Error::new(reason, format!("{message}.")).with("path", echo(input)).field(field)
-}
-
-/// User input, shortened for echoing in errors.
-fn echo(input: &str) -> String {
-    if input.chars().count() <= MAX_ECHO_CHARS {
-        input.to_owned()
-    } else {
-        let cut: String = input.chars().take(MAX_ECHO_CHARS).collect();
-        format!("{cut}…")
     }
 }
 

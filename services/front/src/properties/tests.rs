@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::grpc::page_token::fingerprint;
+use crate::page_token::fingerprint;
 
 /// Text that mixes path syntax, Unicode that normalizes and forbidden bytes.
 fn path_text() -> impl Strategy<Value = String> {

@@ -4,16 +4,16 @@ use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::admin_server::Admin;
 use tonic::{Request, Response, Status};
 
+use super::idempotency::{self, Claim};
 use super::page_token::{PageToken, fingerprint};
-use super::{Services, convert, idempotency, page_size};
+use super::{Services, convert, handler, page_size};
 use crate::auth::{Caller, Need};
 use crate::error::{Error, Reason};
 use crate::path::SpacePath;
 use crate::reference::Reference;
 use crate::store::Generated;
-use crate::store::{NewSpace, Quota, Role, SpaceRecord, Store, Ticket};
+use crate::store::{NewSpace, Quota, Role, SpaceRecord, Store};
 use crate::system_files::{Function, valid_function_name};
-use prost::Message as _;
 
 /// Most functions in one registration.
 const MAX_FUNCTIONS: usize = 500;
@@ -43,27 +43,20 @@ impl Admin for Services {
             quota: Quota { max_bytes: quota.max_bytes, max_files: quota.max_files },
         };
         let key = req.idempotency_key;
-        let response = front
-            .store
-            .clone()
-            .blocking(move |store| {
-                idempotency::run(&front, &caller, "", "CreateSpace", &key, fingerprint, |ticket| {
-                    let render = |space: &crate::store::SpaceRecord| convert::space(space).encode_to_vec();
-                    let space = store.create_space(new, ticket.map(|t| (t, &render as &dyn Fn(&_) -> Vec<u8>)))?;
-                    Ok(convert::space(&space))
-                })
+        handler::run_durable(&front, move |front| {
+            idempotency::run(front, &caller, "", "CreateSpace", &key, fingerprint, |claim| {
+                let space = front.store.create_space(new, claim.map(|c| c.receipt(convert::space)))?;
+                Ok(convert::space(&space))
             })
-            .await?;
-        self.front.store.durable().await?;
-        Ok(Response::new(response))
+        })
+        .await
     }
 
     async fn get_space(&self, request: Request<pb::GetSpaceRequest>) -> Result<Response<pb::Space>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        let space = front.store.clone().blocking(move |_| front.space(&caller, &req.space, Need::Read)).await?;
-        Ok(Response::new(convert::space(&space)))
+        handler::run(&front, move |front| Ok(convert::space(&front.space(&caller, &req.space, Need::Read)?))).await
     }
 
     async fn list_spaces(
@@ -73,47 +66,44 @@ impl Admin for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        let response = front
-            .store
-            .clone()
-            .blocking(move |store| {
-                let limit = page_size(req.page_size, DEFAULT_PAGE, MAX_PAGE, "page_size")?;
-                let bound = fingerprint(&["spaces", &caller.principal]);
-                let after = match req.page_token.as_str() {
-                    "" => None,
-                    token => Some(PageToken::decode(token, bound)?.after),
-                };
-                let mut spaces = Vec::with_capacity(limit);
-                let mut more = false;
-                for space in store.spaces_by_name(after.as_deref()) {
-                    let space = space?;
-                    if caller.role(&space).is_none() {
-                        continue;
-                    }
-                    if spaces.len() == limit {
-                        more = true;
-                        break;
-                    }
-                    spaces.push(space);
+        handler::run(&front, move |front| {
+            let store = &front.store;
+            let limit = page_size(req.page_size, DEFAULT_PAGE, MAX_PAGE, "page_size")?;
+            let bound = fingerprint(&["spaces", &caller.principal]);
+            let after = match req.page_token.as_str() {
+                "" => None,
+                token => Some(PageToken::decode(token, bound)?.after),
+            };
+            let mut spaces = Vec::with_capacity(limit);
+            let mut more = false;
+            for space in store.spaces_by_name(after.as_deref()) {
+                let space = space?;
+                if caller.role(&space).is_none() {
+                    continue;
                 }
-                let next_page_token = match spaces.last() {
-                    Some(last) if more => {
-                        PageToken { fingerprint: bound, revision: 0, after: last.name.clone(), position: 0, line: 0 }
-                            .encode()
-                    }
-                    _ => String::new(),
-                };
-                Ok(pb::ListSpacesResponse { spaces: spaces.iter().map(convert::space).collect(), next_page_token })
-            })
-            .await?;
-        Ok(Response::new(response))
+                if spaces.len() == limit {
+                    more = true;
+                    break;
+                }
+                spaces.push(space);
+            }
+            let next_page_token = match spaces.last() {
+                Some(last) if more => {
+                    PageToken { fingerprint: bound, revision: 0, after: last.name.clone(), position: 0, line: 0 }
+                        .encode()
+                }
+                _ => String::new(),
+            };
+            Ok(pb::ListSpacesResponse { spaces: spaces.iter().map(convert::space).collect(), next_page_token })
+        })
+        .await
     }
 
     async fn delete_space(
         &self,
         request: Request<pb::DeleteSpaceRequest>,
     ) -> Result<Response<pb::DeleteSpaceResponse>, Status> {
-        self.owner_mutation(request, "DeleteSpace", |store, _, space, req, ticket| {
+        self.owner_mutation(request, "DeleteSpace", |store, _, space, req, claim| {
             if req.confirm != space.name {
                 return Err(Error::new(
                     Reason::InvalidArgument,
@@ -121,9 +111,8 @@ impl Admin for Services {
                 )
                 .field("confirm"));
             }
-            let response = pb::DeleteSpaceResponse { space_id: space.id.to_string() };
-            store.delete_space(space.id, ticket.map(|t| (t, response.encode_to_vec())))?;
-            Ok(response)
+            let deleted = |space: &SpaceRecord| pb::DeleteSpaceResponse { space_id: space.id.to_string() };
+            Ok(deleted(&store.delete_space(space.id, claim.map(|c| c.receipt(deleted)))?))
         })
         .await
     }
@@ -133,10 +122,9 @@ impl Admin for Services {
         request: Request<pb::RegisterFunctionsRequest>,
     ) -> Result<Response<pb::RegisterFunctionsResponse>, Status> {
         let functions = parse_functions(request.get_ref().functions.clone())?;
-        self.owner_mutation(request, "RegisterFunctions", move |store, caller, space, _, ticket| {
-            let render = |g: &Generated| registered(g).encode_to_vec();
-            let ticket = ticket.map(|t| (t, &render as &dyn Fn(&Generated) -> Vec<u8>));
-            Ok(registered(&store.register_functions(space.id, functions, &caller.principal, ticket)?))
+        self.owner_mutation(request, "RegisterFunctions", move |store, caller, space, _, claim| {
+            let receipt = claim.map(|c| c.receipt(registered));
+            Ok(registered(&store.register_functions(space.id, functions, &caller.principal, receipt)?))
         })
         .await
     }
@@ -148,10 +136,9 @@ impl Admin for Services {
         let path = SpacePath::parse(&request.get_ref().path).map_err(|e| {
             super::reference_error(crate::reference::ReferenceError::Path(e), "path", &request.get_ref().path)
         })?;
-        self.owner_mutation(request, "RestoreDefault", move |store, caller, space, _, ticket| {
-            let render = |g: &Generated| restored_default(g).encode_to_vec();
-            let ticket = ticket.map(|t| (t, &render as &dyn Fn(&Generated) -> Vec<u8>));
-            Ok(restored_default(&store.restore_default(space.id, &path, &caller.principal, ticket)?))
+        self.owner_mutation(request, "RestoreDefault", move |store, caller, space, _, claim| {
+            let receipt = claim.map(|c| c.receipt(restored_default));
+            Ok(restored_default(&store.restore_default(space.id, &path, &caller.principal, receipt)?))
         })
         .await
     }
@@ -168,7 +155,7 @@ impl Admin for Services {
         if req.principal.is_empty() || req.principal.len() > 256 || req.principal.chars().any(char::is_control) {
             return Err(Error::invalid_argument("principal", "principal must be 1-256 printable characters.").into());
         }
-        self.owner_mutation(request, "SetAccess", move |store, caller, space, req, ticket| {
+        self.owner_mutation(request, "SetAccess", move |store, caller, space, req, claim| {
             let change = |space: &mut SpaceRecord| {
                 space.access.retain(|(p, _)| p != &req.principal);
                 if let Some(role) = role {
@@ -180,20 +167,20 @@ impl Admin for Services {
                 }
                 Ok(())
             };
-            update_space(store, caller, space, change, ticket)
+            update_space(store, caller, space, change, claim)
         })
         .await
     }
 
     async fn set_quota(&self, request: Request<pb::SetQuotaRequest>) -> Result<Response<pb::Space>, Status> {
-        self.owner_mutation(request, "SetQuota", |store, caller, space, req, ticket| {
+        self.owner_mutation(request, "SetQuota", |store, caller, space, req, claim| {
             let requested = req.quota.unwrap_or_default();
             let quota = store.effective_quota(Quota { max_bytes: requested.max_bytes, max_files: requested.max_files });
             let change = |space: &mut SpaceRecord| {
                 space.quota = quota;
                 Ok(())
             };
-            update_space(store, caller, space, change, ticket)
+            update_space(store, caller, space, change, claim)
         })
         .await
     }
@@ -201,7 +188,8 @@ impl Admin for Services {
     async fn remove(&self, request: Request<pb::RemoveRequest>) -> Result<Response<pb::RemoveResponse>, Status> {
         let path = &request.get_ref().path;
         let reference = Reference::parse(path).map_err(|e| super::reference_error(e, "path", path))?;
-        self.owner_mutation(request, "Remove", move |store, caller, space, req, ticket| {
+        self.owner_mutation(request, "Remove", move |store, caller, space, req, claim| {
+            let receipt = claim.map(|c| c.receipt(pb::RemoveResponse::clone));
             let (response, _) = store.mutate(space.id, &caller.principal, true, |store, commit| {
                 let removed = match &reference {
                     Reference::Item(node) if store.trashed(space.id, *node)?.is_some() => {
@@ -223,7 +211,7 @@ impl Admin for Services {
                     }
                 };
                 let response = pb::RemoveResponse { removed: removed as u64, revision: commit.revision() };
-                commit.receipt = ticket.map(|t| (t.key, t.receipt(response.encode_to_vec())));
+                commit.receipt = receipt.map(|receipt| receipt.seal(&response));
                 Ok(response)
             })?;
             Ok(response)
@@ -234,7 +222,7 @@ impl Admin for Services {
     async fn restore(&self, request: Request<pb::RestoreRequest>) -> Result<Response<pb::RestoreResponse>, Status> {
         let given = &request.get_ref().reference;
         let reference = Reference::parse(given).map_err(|e| super::reference_error(e, "reference", given))?;
-        self.owner_mutation(request, "Restore", move |store, caller, space, _, ticket| {
+        self.owner_mutation(request, "Restore", move |store, caller, space, _, claim| {
             let node = match reference {
                 Reference::Item(node) => node,
                 Reference::Absolute(path) | Reference::Relative(path) => store
@@ -244,6 +232,7 @@ impl Admin for Services {
                     return Err(Error::invalid_argument("reference", "Name a trashed item by ID or original path."));
                 }
             };
+            let receipt = claim.map(|c| c.receipt(pb::RestoreResponse::clone));
             let (response, _) = store.mutate(space.id, &caller.principal, true, |store, commit| {
                 let (path, restored) = commit.restore(store, node)?;
                 let response = pb::RestoreResponse {
@@ -251,7 +240,7 @@ impl Admin for Services {
                     restored: restored as u64,
                     revision: commit.revision(),
                 };
-                commit.receipt = ticket.map(|t| (t.key, t.receipt(response.encode_to_vec())));
+                commit.receipt = receipt.map(|receipt| receipt.seal(&response));
                 Ok(response)
             })?;
             Ok(response)
@@ -263,37 +252,28 @@ impl Admin for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        let compacted = front
-            .store
-            .clone()
-            .blocking(move |store| {
-                let space = front.space(&caller, &req.space, Need::Admin)?;
-                store.compact(space.id, &caller.principal, req.revision)
+        handler::run_durable(&front, move |front| {
+            let space = front.space(&caller, &req.space, Need::Admin)?;
+            let compacted = front.store.compact(space.id, &caller.principal, req.revision)?;
+            Ok(pb::CompactResponse {
+                compacted_revision: compacted.revision,
+                versions_dropped: compacted.versions_dropped,
+                bytes_freed: compacted.bytes_freed,
             })
-            .await?;
-        self.front.store.durable().await?;
-        Ok(Response::new(pb::CompactResponse {
-            compacted_revision: compacted.revision,
-            versions_dropped: compacted.versions_dropped,
-            bytes_freed: compacted.bytes_freed,
-        }))
+        })
+        .await
     }
 
     async fn reindex(&self, request: Request<pb::ReindexRequest>) -> Result<Response<pb::ReindexResponse>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        let response = front
-            .store
-            .clone()
-            .blocking(move |store| {
-                let space = front.space(&caller, &req.space, Need::Admin)?;
-                let queued = store.enqueue_reindex(space.id)?;
-                Ok(pb::ReindexResponse { queued: queued as u64, revision: space.revision })
-            })
-            .await?;
-        self.front.store.durable().await?;
-        Ok(Response::new(response))
+        handler::run_durable(&front, move |front| {
+            let space = front.space(&caller, &req.space, Need::Admin)?;
+            let queued = front.store.enqueue_reindex(space.id)?;
+            Ok(pb::ReindexResponse { queued: queued as u64, revision: space.revision })
+        })
+        .await
     }
 }
 
@@ -334,7 +314,7 @@ impl Services {
         &self,
         request: Request<Req>,
         method: &'static str,
-        op: impl FnOnce(&Store, &Caller, &SpaceRecord, &Req, Option<Ticket>) -> Result<Resp, Error> + Send + 'static,
+        op: impl FnOnce(&Store, &Caller, &SpaceRecord, &Req, Option<&Claim<'_>>) -> Result<Resp, Error> + Send + 'static,
     ) -> Result<Response<Resp>, Status>
     where
         Req: SpaceMutation,
@@ -344,19 +324,14 @@ impl Services {
         let caller = front.caller(&request)?;
         let req = request.into_inner();
         let fingerprint = idempotency::fingerprint(req.key(), &req);
-        let response = front
-            .store
-            .clone()
-            .blocking(move |store| {
-                let space = front.space(&caller, req.space(), Need::Admin)?;
-                let scope = space.id.to_string();
-                idempotency::run(&front, &caller, &scope, method, req.key(), fingerprint, |ticket| {
-                    op(store, &caller, &space, &req, ticket)
-                })
+        handler::run_durable(&front, move |front| {
+            let space = front.space(&caller, req.space(), Need::Admin)?;
+            let scope = space.id.to_string();
+            idempotency::run(front, &caller, &scope, method, req.key(), fingerprint, |claim| {
+                op(&front.store, &caller, &space, &req, claim)
             })
-            .await?;
-        self.front.store.durable().await?;
-        Ok(Response::new(response))
+        })
+        .await
     }
 }
 
@@ -366,11 +341,10 @@ fn update_space(
     caller: &Caller,
     space: &SpaceRecord,
     change: impl FnOnce(&mut SpaceRecord) -> Result<(), Error>,
-    ticket: Option<Ticket>,
+    claim: Option<&Claim<'_>>,
 ) -> Result<pb::Space, Error> {
-    let render = |space: &SpaceRecord| convert::space(space).encode_to_vec();
-    let ticket = ticket.map(|t| (t, &render as &dyn Fn(&SpaceRecord) -> Vec<u8>));
-    Ok(convert::space(&store.update_space(space.id, &caller.principal, change, ticket)?))
+    let receipt = claim.map(|c| c.receipt(convert::space));
+    Ok(convert::space(&store.update_space(space.id, &caller.principal, change, receipt)?))
 }
 
 fn parse_functions(functions: Vec<pb::FunctionSpec>) -> Result<Vec<Function>, Error> {

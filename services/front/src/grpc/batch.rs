@@ -13,7 +13,7 @@ use crate::edit;
 use crate::error::{Error, Reason, Result};
 use crate::path::SpacePath;
 use crate::reference::{Reference, ReferenceError};
-use crate::store::{ChangeKind, Commit, Entry, Hash, Store, VersionRecord};
+use crate::store::{ChangeKind, Commit, Entry, Hash, ReceiptPlan, SpaceRecord, Store, VersionRecord};
 use crate::text::TextMeta;
 
 /// Most actions in one batch, and the largest batch request.
@@ -50,10 +50,24 @@ pub(super) fn batch(front: &Front, caller: &Caller, req: &pb::BatchRequest) -> R
     // Previews never consume a key.
     let key = if req.apply { req.idempotency_key.as_str() } else { "" };
     let fingerprint = idempotency::fingerprint(key, req);
-    let claim = match idempotency::begin(front, caller, &space.id.to_string(), "Batch", key, fingerprint)? {
-        idempotency::Step::Replay(response) => return Ok(response),
-        idempotency::Step::Run(claim) => claim,
-    };
+    let scope = space.id.to_string();
+    idempotency::run(front, caller, &scope, "Batch", key, fingerprint, |claim| {
+        let receipt = claim.map(|c| c.receipt(pb::BatchResponse::clone));
+        plan(front, caller, req, &space, need, receipt.as_ref())
+    })
+}
+
+/// Plans the batch's actions in one commit per space they touch; applies
+/// them (with `receipt`) when asked and every action succeeds. A failed
+/// batch keeps its receipt too: a retry gets the same failure.
+fn plan(
+    front: &Front,
+    caller: &Caller,
+    req: &pb::BatchRequest,
+    space: &SpaceRecord,
+    need: Need,
+    receipt: Option<&ReceiptPlan<pb::BatchResponse>>,
+) -> Result<pb::BatchResponse> {
     let mut outcomes = Vec::with_capacity(req.actions.len());
     let mut failed: Option<usize> = None;
     // Spaces that moves send content to; each needs write access and consent.
@@ -111,9 +125,7 @@ pub(super) fn batch(front: &Front, caller: &Caller, req: &pb::BatchRequest) -> R
             failed_index: None,
             revision: if req.apply && !commits[0].is_empty() { commits[0].revision() } else { space.revision },
         };
-        if let Some(claim) = &claim {
-            commits[0].receipt = Some((claim.scope, claim.receipt(&response)));
-        }
+        commits[0].receipt = receipt.map(|receipt| receipt.seal(&response));
         Ok(response)
     });
     let response = match planned {
@@ -143,9 +155,7 @@ pub(super) fn batch(front: &Front, caller: &Caller, req: &pb::BatchRequest) -> R
             }
         }
     };
-    if let Some(claim) = &claim {
-        claim.keep(&front.store, &response)?;
-    }
+    front.store.keep_receipt(receipt, &response)?;
     Ok(response)
 }
 

@@ -2,36 +2,47 @@
 
 use agentvfs_proto::v1 as pb;
 
-use super::{Front, Target, idempotency, text_of, upsert_session};
+use super::idempotency::{self, Claim};
+use super::{Front, Target, text_of, upsert_session};
 use crate::auth::{Caller, Need};
 use crate::diff;
 use crate::edit::{self, EditFailure, EditOp, FailureKind};
 use crate::error::{Error, Reason, Result};
-use crate::store::{Actor, Entry, Hash, ScanOptions, WriteBody, WriteMode, WriteOp, version_conflict};
+use crate::store::{Actor, Entry, Hash, ScanOptions, WriteBody, WriteMode, WriteOp, WriteOutcome, version_conflict};
 
 /// Most edits in one request.
 const MAX_EDITS: usize = 100;
 
-/// Runs an edit; the flag says whether a new version was saved (and so must
-/// be made durable before replying).
-pub(super) fn edit(front: &Front, caller: &Caller, req: pb::EditRequest) -> Result<(pb::EditResponse, bool)> {
+/// Runs an edit (or previews it, with `dry_run`).
+pub(super) fn edit(front: &Front, caller: &Caller, req: pb::EditRequest) -> Result<pb::EditResponse> {
     let edits = parse_edits(&req.edits)?;
     let need = if req.dry_run { Need::Read } else { Need::Write };
     let target = front.target(caller, &req.space, &req.path, &req.base, "path", need)?;
     // Dry runs never consume a key.
     let key = if req.dry_run { "" } else { req.idempotency_key.as_str() };
     let fingerprint = idempotency::fingerprint(key, &req);
-    let claim = match idempotency::begin(front, caller, &target.space.id.to_string(), "Edit", key, fingerprint)? {
-        idempotency::Step::Replay(response) => return Ok((response, true)),
-        idempotency::Step::Run(claim) => claim,
-    };
+    let space = target.space.id.to_string();
+    idempotency::run(front, caller, &space, "Edit", key, fingerprint, |claim| {
+        apply(front, caller, &req, target, &edits, claim)
+    })
+}
+
+/// Computes an edit and saves it, leaving `claim`'s receipt.
+fn apply(
+    front: &Front,
+    caller: &Caller,
+    req: &pb::EditRequest,
+    target: Target,
+    edits: &[EditOp],
+    claim: Option<&Claim<'_>>,
+) -> Result<pb::EditResponse> {
     let entry = front.existing(&target, None)?;
     if entry.is_dir() {
         return Err(super::not_a_file(&target.path));
     }
     check_base(front, caller, &target, &entry, req.base_version)?;
     let (record, original) = text_of(front, &target, &entry, entry.version)?;
-    let (edited, counts) = edit::apply(&original, &edits).map_err(|f| failure(f, &target))?;
+    let (edited, counts) = edit::apply(&original, edits).map_err(|f| failure(f, &target))?;
     let name = target.path.to_string();
     let preview =
         diff::unified(&original, &edited, &format!("{name}@v{}", entry.version), &format!("{name}@edited"), 3);
@@ -49,15 +60,14 @@ pub(super) fn edit(front: &Front, caller: &Caller, req: pb::EditRequest) -> Resu
     };
     if req.dry_run || !response.changed {
         debug_assert_eq!(response.changed, record.hash != Hash::of(edited.as_bytes()));
-        if let Some(claim) = &claim {
-            claim.keep(&front.store, &response)?;
-        }
-        return Ok((response, false));
+        let receipt = claim.map(|c| c.receipt(pb::EditResponse::clone));
+        front.store.keep_receipt(receipt.as_ref(), &response)?;
+        return Ok(response);
     }
     let template = response.clone();
     let outcome = front.store.write(WriteOp {
         space: target.space.id,
-        path: target.path.clone(),
+        path: target.path,
         body: WriteBody::Text(edited),
         mode: WriteMode::Overwrite,
         // The version the edits were computed against: a concurrent change
@@ -67,10 +77,10 @@ pub(super) fn edit(front: &Front, caller: &Caller, req: pb::EditRequest) -> Resu
         actor: Actor {
             principal: caller.principal.clone(),
             tool_call: caller.tool_call.clone(),
-            idempotency_key: super::non_empty(req.idempotency_key),
+            idempotency_key: super::non_empty(req.idempotency_key.clone()),
         },
-        receipt: claim.as_ref().map(|c| {
-            c.write_plan(move |outcome| pb::EditResponse {
+        receipt: claim.map(|c| {
+            c.receipt(move |outcome: &WriteOutcome| pb::EditResponse {
                 version: outcome.version,
                 revision: outcome.revision,
                 ..template.clone()
@@ -80,7 +90,7 @@ pub(super) fn edit(front: &Front, caller: &Caller, req: pb::EditRequest) -> Resu
     upsert_session(front, caller, entry.node, outcome.version);
     response.version = outcome.version;
     response.revision = outcome.revision;
-    Ok((response, outcome.changed))
+    Ok(response)
 }
 
 /// `base_version` when given; otherwise the session's read-before-edit record.

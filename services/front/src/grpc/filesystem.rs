@@ -1,7 +1,5 @@
 //! The `FileSystem` service: what agents call.
 
-use std::sync::Arc;
-
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::file_system_server::FileSystem;
 use tonic::codegen::BoxStream;
@@ -10,7 +8,7 @@ use tonic::{Request, Response, Status};
 use super::access::Access;
 use super::page_token::{PageToken, fingerprint};
 use super::{
-    Front, Services, Target, convert, edit, idempotency, non_empty, not_a_file, page_size, read, transfer,
+    Front, Services, Target, convert, edit, handler, idempotency, non_empty, not_a_file, page_size, read, transfer,
     upsert_session,
 };
 use crate::auth::Need;
@@ -33,7 +31,7 @@ impl FileSystem for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        run(&front, move |front| {
+        handler::run(&front, move |front| {
             let target = front.target(&caller, &req.space, &req.reference, &req.base, "reference", Need::Read)?;
             let entry = front.existing(&target, None)?;
             let role = caller.role(&target.space);
@@ -62,7 +60,7 @@ impl FileSystem for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        run(&front, move |front| {
+        handler::run(&front, move |front| {
             let limit = page_size(req.page_size, DEFAULT_PAGE, MAX_PAGE, "page_size")?;
             let glob = parse_glob(&req.glob, "glob")?;
             let target = front.target(&caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
@@ -102,7 +100,7 @@ impl FileSystem for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        run(&front, move |front| {
+        handler::run(&front, move |front| {
             let limit = page_size(req.page_size, DEFAULT_PAGE, MAX_PAGE, "page_size")?;
             let glob = parse_glob(&req.pattern, "pattern")?;
             let target = front.target(&caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
@@ -149,45 +147,35 @@ impl FileSystem for Services {
         let caller = front.caller(&request)?;
         let req = request.into_inner();
         let located = read::locate(&front, &caller, &req, u64::MAX)?;
-        let response = if located.version.size <= read::INLINE_BYTES {
-            read::finish(&front, &caller, located)?
-        } else {
-            let store = front.store.clone();
-            store.blocking(move |_| read::finish(&front, &caller, located)).await?
-        };
-        Ok(Response::new(response))
+        if located.version.size <= read::INLINE_BYTES {
+            return Ok(Response::new(read::finish(&front, &caller, located)?));
+        }
+        handler::run(&front, move |front| read::finish(front, &caller, located)).await
     }
 
     async fn read_many(&self, request: Request<pb::ReadManyRequest>) -> Result<Response<pb::ReadManyResponse>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        run(&front, move |front| read::read_many(front, &caller, &req)).await
+        handler::run(&front, move |front| read::read_many(front, &caller, &req)).await
     }
 
     async fn edit(&self, request: Request<pb::EditRequest>) -> Result<Response<pb::EditResponse>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        let (response, changed) = front
-            .store
-            .clone()
-            .blocking({
-                let front = front.clone();
-                move |_| edit::edit(&front, &caller, req)
-            })
-            .await?;
-        if changed {
-            front.store.durable().await?;
+        if req.dry_run {
+            handler::run(&front, move |front| edit::edit(front, &caller, req)).await
+        } else {
+            handler::run_durable(&front, move |front| edit::edit(front, &caller, req)).await
         }
-        Ok(Response::new(response))
     }
 
     async fn diff(&self, request: Request<pb::DiffRequest>) -> Result<Response<pb::DiffResponse>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        run(&front, move |front| edit::diff(front, &caller, &req)).await
+        handler::run(&front, move |front| edit::diff(front, &caller, &req)).await
     }
 
     async fn upload(
@@ -201,25 +189,13 @@ impl FileSystem for Services {
         // Refused before the bytes arrive when the caller may not write
         // there; checked again when the bytes are stored, since rights can
         // change while they arrive.
-        front
-            .store
-            .clone()
-            .blocking({
-                let (front, caller, header) = (front.clone(), caller.clone(), header.clone());
-                move |_| front.target(&caller, &header.space, &header.path, &header.base, "header.path", Need::Write)
-            })
-            .await?;
+        handler::blocking(&front, {
+            let (caller, header) = (caller.clone(), header.clone());
+            move |front| front.target(&caller, &header.space, &header.path, &header.base, "header.path", Need::Write)
+        })
+        .await?;
         let data = transfer::receive_data(&mut stream, &header, front.store.limits().max_file_bytes).await?;
-        let response = front
-            .store
-            .clone()
-            .blocking({
-                let front = front.clone();
-                move |_| transfer::store_upload(&front, &caller, header, data)
-            })
-            .await?;
-        front.store.durable().await?;
-        Ok(Response::new(response))
+        handler::run_durable(&front, move |front| transfer::store_upload(front, &caller, header, data)).await
     }
 
     async fn download(
@@ -229,14 +205,7 @@ impl FileSystem for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        let download = front
-            .store
-            .clone()
-            .blocking({
-                let front = front.clone();
-                move |_| transfer::open_download(&front, &caller, &req)
-            })
-            .await?;
+        let download = handler::blocking(&front, move |front| transfer::open_download(front, &caller, &req)).await?;
         Ok(Response::new(transfer::send_download(front.store.clone(), download)))
     }
 
@@ -271,67 +240,47 @@ impl FileSystem for Services {
         };
         let (space, path, base, expected_version, key) =
             (req.space, req.path, req.base, req.expected_version, req.idempotency_key);
-        let (response, changed) = front
-            .store
-            .blocking({
-                let front = front.clone();
-                move |_| {
-                    let target = front.target(&caller, &space, &path, &base, "path", Need::Write)?;
-                    let space_id = target.space.id.to_string();
-                    let claim = match idempotency::begin(&front, &caller, &space_id, "Write", &key, fingerprint)? {
-                        idempotency::Step::Replay(response) => return Ok((response, true)),
-                        idempotency::Step::Run(claim) => claim,
-                    };
-                    let response_path = target.path.clone();
-                    let outcome = front.store.write(WriteOp {
-                        space: target.space.id,
-                        path: target.path.clone(),
-                        body,
-                        mode,
-                        expected_version,
-                        operation: match mode {
-                            WriteMode::Append => "append",
-                            WriteMode::CreateNew => "create",
-                            WriteMode::Overwrite => "write",
-                        },
-                        actor: Actor {
-                            principal: caller.principal.clone(),
-                            tool_call: caller.tool_call.clone(),
-                            idempotency_key: non_empty(key),
-                        },
-                        receipt: claim.as_ref().map(|c| {
-                            let path = response_path.clone();
-                            c.write_plan(move |outcome| write_response(&path, outcome))
-                        }),
-                    })?;
-                    upsert_session(&front, &caller, outcome.node, outcome.version);
-                    // A replayed or unchanged answer still waits for the flush
-                    // below: the original change may not be on disk yet.
-                    Ok((write_response(&response_path, &outcome), true))
-                }
+        // A replayed or unchanged answer also waits for the flush: the
+        // original change may not be on disk yet.
+        handler::run_durable(&front, move |front| {
+            let target = front.target(&caller, &space, &path, &base, "path", Need::Write)?;
+            let space_id = target.space.id.to_string();
+            idempotency::run(front, &caller, &space_id, "Write", &key, fingerprint, |claim| {
+                let response_path = target.path.clone();
+                let outcome = front.store.write(WriteOp {
+                    space: target.space.id,
+                    path: target.path,
+                    body,
+                    mode,
+                    expected_version,
+                    operation: match mode {
+                        WriteMode::Append => "append",
+                        WriteMode::CreateNew => "create",
+                        WriteMode::Overwrite => "write",
+                    },
+                    actor: Actor {
+                        principal: caller.principal.clone(),
+                        tool_call: caller.tool_call.clone(),
+                        idempotency_key: non_empty(key.clone()),
+                    },
+                    receipt: claim.map(|c| {
+                        let path = response_path.clone();
+                        c.receipt(move |outcome| write_response(&path, outcome))
+                    }),
+                })?;
+                upsert_session(front, &caller, outcome.node, outcome.version);
+                Ok(write_response(&response_path, &outcome))
             })
-            .await?;
-        if changed {
-            front.store.durable().await?;
-        }
-        Ok(Response::new(response))
+        })
+        .await
     }
 
     async fn batch(&self, request: Request<pb::BatchRequest>) -> Result<Response<pb::BatchResponse>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        let response = front
-            .store
-            .clone()
-            .blocking({
-                let front = front.clone();
-                move |_| super::batch::batch(&front, &caller, &req)
-            })
-            .await?;
         // Also for replays and kept failures: their receipts must be on disk.
-        front.store.durable().await?;
-        Ok(Response::new(response))
+        handler::run_durable(&front, move |front| super::batch::batch(front, &caller, &req)).await
     }
 
     async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<BoxStream<pb::WatchEvent>>, Status> {
@@ -340,14 +289,11 @@ impl FileSystem for Services {
         // A stream may stay open for hours: it does not hold a call slot.
         caller.admission = None;
         let req = request.into_inner();
-        let target = {
-            let (front, caller, req) = (front.clone(), caller.clone(), req.clone());
-            front
-                .store
-                .clone()
-                .blocking(move |_| front.target(&caller, &req.space, &req.path, "", "path", Need::Read))
-                .await?
-        };
+        let target = handler::blocking(&front, {
+            let (caller, req) = (caller.clone(), req.clone());
+            move |front| front.target(&caller, &req.space, &req.path, "", "path", Need::Read)
+        })
+        .await?;
         let access = Access::new(&caller, Need::Read, &target, &req.space, &req.path);
         Ok(Response::new(super::watch::follow(&front, target, access, req.from_revision)?))
     }
@@ -399,7 +345,7 @@ impl FileSystem for Services {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
         let req = request.into_inner();
-        run(&front, move |front| {
+        handler::run(&front, move |front| {
             let limit = page_size(req.page_size, DEFAULT_PAGE, MAX_PAGE, "page_size")?;
             let target = front.target(&caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
             let entry = front.existing(&target, None)?;
@@ -433,16 +379,6 @@ impl FileSystem for Services {
         })
         .await
     }
-}
-
-/// Runs a handler's store work off the runtime and wraps the reply.
-async fn run<T, F>(front: &Arc<Front>, f: F) -> Result<Response<T>, Status>
-where
-    T: Send + 'static,
-    F: FnOnce(&Front) -> Result<T> + Send + 'static,
-{
-    let front = front.clone();
-    front.store.clone().blocking(move |_| f(&front)).await.map(Response::new).map_err(Status::from)
 }
 
 /// The revision and resume point of a paginated call: from its token, or

@@ -15,7 +15,7 @@ use super::Front;
 use crate::app::InFlight;
 use crate::auth::Caller;
 use crate::error::{Error, Reason, Result};
-use crate::store::{ReceiptPlan, WriteOutcome};
+use crate::store::ReceiptPlan;
 
 /// Longest accepted idempotency key.
 const MAX_KEY_BYTES: usize = 256;
@@ -24,8 +24,8 @@ const MAX_KEY_BYTES: usize = 256;
 #[derive(Debug)]
 pub struct Claim<'a> {
     in_flight: &'a InFlight,
-    pub scope: [u8; 32],
-    pub fingerprint: [u8; 32],
+    scope: [u8; 32],
+    fingerprint: [u8; 32],
 }
 
 impl Drop for Claim<'_> {
@@ -34,42 +34,11 @@ impl Drop for Claim<'_> {
     }
 }
 
-/// What to do with a call that carries an idempotency key.
-#[derive(Debug)]
-pub enum Step<'a, R> {
-    /// The call was made before: answer with its response.
-    Replay(R),
-    /// Run it, leaving a receipt under the claim (none without a key).
-    Run(Option<Claim<'a>>),
-}
-
 impl Claim<'_> {
-    /// Where this call's receipt goes.
-    pub fn ticket(&self) -> crate::store::Ticket {
-        crate::store::Ticket { key: self.scope, fingerprint: self.fingerprint }
-    }
-
-    /// The receipt for `response`, to store with the change.
-    pub fn receipt(&self, response: &impl Message) -> crate::store::Receipt {
-        crate::store::Receipt {
-            fingerprint: self.fingerprint,
-            response: response.encode_to_vec(),
-            created_ms: crate::store::records::now_ms(),
-        }
-    }
-
-    /// Keeps the response of a call that changed nothing.
-    pub fn keep(&self, store: &crate::store::Store, response: &impl Message) -> Result<()> {
-        store.put_receipt(&self.scope, &self.receipt(response))
-    }
-
-    /// A receipt plan for a write whose response `render` builds.
-    pub fn write_plan<R: Message>(&self, render: impl Fn(&WriteOutcome) -> R + Send + 'static) -> ReceiptPlan {
-        ReceiptPlan {
-            key: self.scope,
-            fingerprint: self.fingerprint,
-            render: Box::new(move |outcome| render(outcome).encode_to_vec()),
-        }
+    /// The receipt this call leaves with its change: `respond` builds the
+    /// response the caller gets from the outcome of the change.
+    pub fn receipt<T, R: Message>(&self, respond: impl Fn(&T) -> R + Send + 'static) -> ReceiptPlan<T> {
+        ReceiptPlan::new(self.scope, self.fingerprint, move |outcome| respond(outcome).encode_to_vec())
     }
 }
 
@@ -78,19 +47,23 @@ pub fn fingerprint(key: &str, request: &impl Message) -> [u8; 32] {
     if key.is_empty() { [0; 32] } else { *blake3::hash(&request.encode_to_vec()).as_bytes() }
 }
 
-/// Starts an idempotent call: replays a stored response, refuses a reused or
-/// busy key, or claims the scope. The caller must already be authorized for
-/// the call, so a replay never reveals what the caller may no longer see.
-pub fn begin<'a, R: Message + Default>(
-    front: &'a Front,
+/// Runs a call idempotently under `key` (no key: just runs it). A call made
+/// before is answered with its stored response; a reused or busy key is
+/// refused; otherwise the scope is claimed and `op` runs with the claim,
+/// whose receipt it passes to the store with its change. The caller must
+/// already be authorized for the call, so a replay never reveals what the
+/// caller may no longer see.
+pub fn run<R: Message + Default>(
+    front: &Front,
     caller: &Caller,
     space: &str,
     method: &str,
     key: &str,
     fingerprint: [u8; 32],
-) -> Result<Step<'a, R>> {
+    op: impl FnOnce(Option<&Claim<'_>>) -> Result<R>,
+) -> Result<R> {
     if key.is_empty() {
-        return Ok(Step::Run(None));
+        return op(None);
     }
     if key.len() > MAX_KEY_BYTES {
         return Err(Error::new(Reason::InvalidArgument, format!("idempotency_key is at most {MAX_KEY_BYTES} bytes."))
@@ -117,28 +90,8 @@ pub fn begin<'a, R: Message + Default>(
             "This idempotency key was used for a different request; use a new key for a new request.",
         )
         .field("idempotency_key")),
-        Some(receipt) => {
-            let response = R::decode(receipt.response.as_slice())
-                .map_err(|e| Error::internal(format!("stored receipt does not decode: {e}")))?;
-            Ok(Step::Replay(response))
-        }
-        None => Ok(Step::Run(Some(claim))),
-    }
-}
-
-/// Runs `op` idempotently: replays a stored response, or runs `op` with the
-/// ticket its receipt must be stored under (none without a key).
-pub fn run<R: Message + Default>(
-    front: &Front,
-    caller: &Caller,
-    space: &str,
-    method: &str,
-    key: &str,
-    fingerprint: [u8; 32],
-    op: impl FnOnce(Option<crate::store::Ticket>) -> Result<R>,
-) -> Result<R> {
-    match begin::<R>(front, caller, space, method, key, fingerprint)? {
-        Step::Replay(response) => Ok(response),
-        Step::Run(claim) => op(claim.as_ref().map(Claim::ticket)),
+        Some(receipt) => R::decode(receipt.response.as_slice())
+            .map_err(|e| Error::internal(format!("stored receipt does not decode: {e}"))),
+        None => op(Some(&claim)),
     }
 }

@@ -9,6 +9,7 @@ mod content;
 mod convert;
 mod edit;
 mod filesystem;
+mod handler;
 mod idempotency;
 pub mod limits;
 mod read;

@@ -95,26 +95,25 @@ pub(super) fn store_upload(
         hasher.update(&data);
         *hasher.finalize().as_bytes()
     };
-    let claim = match idempotency::begin(front, caller, &target.space.id.to_string(), "Upload", &key, fingerprint)? {
-        idempotency::Step::Replay(response) => return Ok(response),
-        idempotency::Step::Run(claim) => claim,
-    };
-    let outcome = front.store.write(WriteOp {
-        space: target.space.id,
-        path: target.path,
-        body: WriteBody::Bytes(data),
-        mode: WriteMode::Overwrite,
-        expected_version: header.expected_version,
-        operation: "upload",
-        actor: Actor {
-            principal: caller.principal.clone(),
-            tool_call: caller.tool_call.clone(),
-            idempotency_key: super::non_empty(header.idempotency_key),
-        },
-        receipt: claim.as_ref().map(|c| c.write_plan(upload_response)),
-    })?;
-    super::upsert_session(front, caller, outcome.node, outcome.version);
-    Ok(upload_response(&outcome))
+    let space = target.space.id.to_string();
+    idempotency::run(front, caller, &space, "Upload", &key, fingerprint, |claim| {
+        let outcome = front.store.write(WriteOp {
+            space: target.space.id,
+            path: target.path,
+            body: WriteBody::Bytes(data),
+            mode: WriteMode::Overwrite,
+            expected_version: header.expected_version,
+            operation: "upload",
+            actor: Actor {
+                principal: caller.principal.clone(),
+                tool_call: caller.tool_call.clone(),
+                idempotency_key: super::non_empty(header.idempotency_key),
+            },
+            receipt: claim.map(|c| c.receipt(upload_response)),
+        })?;
+        super::upsert_session(front, caller, outcome.node, outcome.version);
+        Ok(upload_response(&outcome))
+    })
 }
 
 fn upload_response(outcome: &WriteOutcome) -> pb::UploadResponse {

@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use super::commit::Commit;
-use super::records::{Hash, ReceiptFor, VersionRecord, decode};
+use super::receipt::ReceiptPlan;
+use super::records::{Hash, VersionRecord, decode};
 use super::{Store, keys};
 use crate::error::{Error, Reason, Result};
 use crate::ids::SpaceId;
@@ -40,7 +41,7 @@ impl Store {
         space: SpaceId,
         functions: Vec<Function>,
         principal: &str,
-        receipt: ReceiptFor<'_, Generated>,
+        receipt: Option<ReceiptPlan<Generated>>,
     ) -> Result<Generated> {
         let _guard = self.lock_space(space);
         let record = self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
@@ -69,7 +70,7 @@ impl Store {
         space: SpaceId,
         path: &SpacePath,
         principal: &str,
-        receipt: ReceiptFor<'_, Generated>,
+        receipt: Option<ReceiptPlan<Generated>>,
     ) -> Result<Generated> {
         let _guard = self.lock_space(space);
         let record = self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
@@ -101,7 +102,7 @@ impl Store {
         before: &super::SpaceRecord,
         files: Vec<(String, String)>,
         force: bool,
-        receipt: ReceiptFor<'_, Generated>,
+        receipt: Option<ReceiptPlan<Generated>>,
     ) -> Result<Generated> {
         let mut out = Generated { revision: before.revision, ..Generated::default() };
         for (path, content) in files {
@@ -139,16 +140,12 @@ impl Store {
             out.written.push(path.to_string());
         }
         if out.written.is_empty() && commit.functions.is_none() {
-            if let Some((ticket, render)) = receipt {
-                self.put_receipt(&ticket.key, &ticket.receipt(render(&out)))?;
-            }
+            self.keep_receipt(receipt.as_ref(), &out)?;
             return Ok(out);
         }
         commit.check_quota(before)?;
         out.revision = commit.revision();
-        if let Some((ticket, render)) = receipt {
-            commit.receipt = Some((ticket.key, ticket.receipt(render(&out))));
-        }
+        commit.receipt = receipt.map(|receipt| receipt.seal(&out));
         self.apply(&commit)?;
         Ok(out)
     }

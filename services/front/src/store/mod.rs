@@ -17,6 +17,7 @@ mod generate;
 mod history;
 pub mod keys;
 mod outbox;
+mod receipt;
 pub mod records;
 pub mod seal;
 mod snapshot;
@@ -31,13 +32,14 @@ pub(crate) use commit::Commit;
 pub use flusher::Durability;
 pub use generate::Generated;
 pub use history::{Compacted, expired};
+pub use receipt::ReceiptPlan;
 pub use records::{
-    ChangeKind, Entry, Hash, IndexJob, IndexOp, Kind, NodeRecord, Quota, Receipt, Role, SpaceRecord, Ticket, Usage,
+    ChangeKind, Entry, Hash, IndexJob, IndexOp, Kind, NodeRecord, Quota, Receipt, Role, SpaceRecord, Usage,
     VersionRecord,
 };
 pub use snapshot::{ScanOptions, ScanPage};
 pub use spaces::NewSpace;
-pub use write::{Actor, ReceiptPlan, WriteBody, WriteMode, WriteOp, WriteOutcome, not_text, version_conflict};
+pub use write::{Actor, WriteBody, WriteMode, WriteOp, WriteOutcome, not_text, version_conflict};
 
 use crate::error::{Error, Reason, Result};
 use crate::ids::{NodeId, SpaceId};

@@ -211,24 +211,6 @@ pub struct Receipt {
     pub created_ms: i64,
 }
 
-/// A receipt to leave with a change: where it goes, and how to encode the
-/// response for the change's result.
-pub type ReceiptFor<'a, T> = Option<(Ticket, &'a dyn Fn(&T) -> Vec<u8>)>;
-
-/// Where an idempotent call's receipt goes and what request it answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ticket {
-    pub key: [u8; 32],
-    pub fingerprint: [u8; 32],
-}
-
-impl Ticket {
-    /// The receipt for an encoded response.
-    pub fn receipt(&self, response: Vec<u8>) -> Receipt {
-        Receipt { fingerprint: self.fingerprint, response, created_ms: now_ms() }
-    }
-}
-
 /// What an index job asks the search index to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum IndexOp {

@@ -6,7 +6,8 @@ use sled::Transactional;
 use sled::transaction::ConflictableTransactionError;
 
 use super::commit::Commit;
-use super::records::{Entry, Hash, Quota, ReceiptFor, Role, SpaceRecord, Ticket, Usage, VersionRecord, decode, now_ms};
+use super::receipt::ReceiptPlan;
+use super::records::{Entry, Hash, Quota, Role, SpaceRecord, Usage, VersionRecord, decode, now_ms};
 use super::{Store, content, keys};
 use crate::error::{Error, Reason, Result};
 use crate::ids::SpaceId;
@@ -52,7 +53,7 @@ pub fn validate_name(name: &str) -> Result<()> {
 
 impl Store {
     /// Creates a space with its system files at revision 1.
-    pub fn create_space(&self, new: NewSpace, receipt: ReceiptFor<'_, SpaceRecord>) -> Result<SpaceRecord> {
+    pub fn create_space(&self, new: NewSpace, receipt: Option<ReceiptPlan<SpaceRecord>>) -> Result<SpaceRecord> {
         validate_name(&new.name)?;
         if self.space_id_by_name(&new.name)?.is_some() {
             return Err(already_exists(&new.name));
@@ -96,9 +97,7 @@ impl Store {
         );
         // The root is not counted as a directory of the space.
         commit.space.usage.directories -= 1;
-        if let Some((ticket, render)) = receipt {
-            commit.receipt = Some((ticket.key, ticket.receipt(render(&commit.space))));
-        }
+        commit.receipt = receipt.map(|receipt| receipt.seal(&commit.space));
         self.apply(&commit)?;
         Ok(commit.space)
     }
@@ -109,13 +108,11 @@ impl Store {
         id: SpaceId,
         principal: &str,
         change: impl FnOnce(&mut SpaceRecord) -> Result<()>,
-        receipt: ReceiptFor<'_, SpaceRecord>,
+        receipt: Option<ReceiptPlan<SpaceRecord>>,
     ) -> Result<SpaceRecord> {
         let (space, _) = self.mutate(id, principal, true, |_, commit| {
             change(&mut commit.space)?;
-            if let Some((ticket, render)) = receipt {
-                commit.receipt = Some((ticket.key, ticket.receipt(render(&commit.space))));
-            }
+            commit.receipt = receipt.map(|receipt| receipt.seal(&commit.space));
             Ok(commit.space.clone())
         })?;
         Ok(space)
@@ -132,14 +129,16 @@ impl Store {
 
     /// Deletes a space and everything in it. The space disappears atomically;
     /// its data is then purged (and the purge resumes at the next open if
-    /// interrupted).
-    pub fn delete_space(&self, id: SpaceId, receipt: Option<(Ticket, Vec<u8>)>) -> Result<SpaceRecord> {
+    /// interrupted). The receipt's outcome is the space as it was.
+    pub fn delete_space(&self, id: SpaceId, receipt: Option<ReceiptPlan<SpaceRecord>>) -> Result<SpaceRecord> {
         let space = {
             let _guard = self.lock_space(id);
             let space = self.space(id)?.ok_or_else(|| Error::space_not_found(&id.to_string()))?;
             let t = self.trees();
-            let receipt =
-                receipt.map(|(ticket, response)| (ticket.key, super::records::encode(&ticket.receipt(response))));
+            let receipt = receipt.map(|receipt| {
+                let (key, receipt) = receipt.seal(&space);
+                (key, super::records::encode(&receipt))
+            });
             let drop_job = super::records::encode(&super::records::IndexJob {
                 space: id,
                 revision: space.revision + 1,

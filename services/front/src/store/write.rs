@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use super::Store;
 use super::commit::Commit;
-use super::records::{Entry, Hash, Receipt, VersionRecord, now_ms};
+use super::receipt::ReceiptPlan;
+use super::records::{Entry, Hash, VersionRecord};
 use crate::error::{Error, Reason, Result};
 use crate::ids::{NodeId, SpaceId};
 use crate::path::SpacePath;
@@ -34,30 +35,6 @@ pub enum WriteMode {
     CreateNew,
 }
 
-/// Encodes the response a caller gets for a write's outcome.
-pub type RenderResponse = Box<dyn Fn(&WriteOutcome) -> Vec<u8> + Send>;
-
-/// The receipt an idempotent write leaves: stored with the change itself, so
-/// that a retry finds it exactly when the change happened.
-pub struct ReceiptPlan {
-    pub key: [u8; 32],
-    pub fingerprint: [u8; 32],
-    /// Encodes the response the caller gets for this outcome.
-    pub render: RenderResponse,
-}
-
-impl std::fmt::Debug for ReceiptPlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReceiptPlan").finish_non_exhaustive()
-    }
-}
-
-impl ReceiptPlan {
-    fn receipt(&self, outcome: &WriteOutcome) -> Receipt {
-        Receipt { fingerprint: self.fingerprint, response: (self.render)(outcome), created_ms: now_ms() }
-    }
-}
-
 #[derive(Debug)]
 pub struct WriteOp {
     pub space: SpaceId,
@@ -70,7 +47,7 @@ pub struct WriteOp {
     pub operation: &'static str,
     pub actor: Actor,
     /// Set for idempotent calls.
-    pub receipt: Option<ReceiptPlan>,
+    pub receipt: Option<ReceiptPlan<WriteOutcome>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,7 +98,8 @@ impl Store {
                 changed: false,
                 revision: space.revision,
             };
-            return self.unchanged(outcome, op.receipt.as_ref());
+            self.keep_receipt(op.receipt.as_ref(), &outcome)?;
+            return Ok(outcome);
         }
 
         let body = match op.body {
@@ -171,7 +149,8 @@ impl Store {
                 changed: false,
                 revision: space.revision,
             };
-            return self.unchanged(outcome, op.receipt.as_ref());
+            self.keep_receipt(op.receipt.as_ref(), &outcome)?;
+            return Ok(outcome);
         }
 
         let mut commit = Commit::new(space.clone(), &op.actor.principal);
@@ -200,18 +179,8 @@ impl Store {
             changed: true,
             revision: commit.revision(),
         };
-        if let Some(plan) = &op.receipt {
-            commit.receipt = Some((plan.key, plan.receipt(&outcome)));
-        }
+        commit.receipt = op.receipt.map(|receipt| receipt.seal(&outcome));
         self.apply(&commit)?;
-        Ok(outcome)
-    }
-
-    /// Finishes a write that changed nothing, keeping its receipt.
-    fn unchanged(&self, outcome: WriteOutcome, receipt: Option<&ReceiptPlan>) -> Result<WriteOutcome> {
-        if let Some(plan) = receipt {
-            self.put_receipt(&plan.key, &plan.receipt(&outcome))?;
-        }
         Ok(outcome)
     }
 }

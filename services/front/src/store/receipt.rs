@@ -56,3 +56,56 @@ impl Store {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Reason;
+    use crate::path::SpacePath;
+    use crate::store::{Actor, Durability, NewSpace, Quota, SpaceRecord, StoreLimits, WriteBody, WriteMode, WriteOp};
+
+    fn plan<T>(key: u8, encode: impl Fn(&T) -> Vec<u8> + Send + 'static) -> Option<ReceiptPlan<T>> {
+        Some(ReceiptPlan::new([key; 32], [key ^ 0xff; 32], encode))
+    }
+
+    fn write(space: &SpaceRecord, expected_version: Option<u64>, key: u8) -> WriteOp {
+        WriteOp {
+            space: space.id,
+            path: SpacePath::parse("/f").unwrap(),
+            body: WriteBody::Text("x".into()),
+            mode: WriteMode::Overwrite,
+            expected_version,
+            operation: "write",
+            actor: Actor { principal: "p".into(), ..Actor::default() },
+            receipt: plan(key, |outcome: &super::super::WriteOutcome| outcome.version.to_be_bytes().to_vec()),
+        }
+    }
+
+    #[test]
+    fn a_receipt_exists_exactly_when_its_call_completed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Durability::Off, StoreLimits::default()).unwrap();
+        let new = NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() };
+        let space = store.create_space(new, plan(1, |s: &SpaceRecord| s.name.clone().into_bytes())).unwrap();
+        let receipt = store.receipt(&[1; 32]).unwrap().unwrap();
+        assert_eq!((receipt.fingerprint, receipt.response), ([0xfe; 32], b"s".to_vec()));
+
+        // A refused change leaves no receipt, so a retry runs again.
+        let refused = store.write(write(&space, Some(7), 2)).unwrap_err();
+        assert_eq!(refused.reason, Reason::VersionConflict);
+        assert_eq!(store.receipt(&[2; 32]).unwrap(), None);
+
+        // The receipt encodes the outcome of the change it was written with.
+        assert_eq!(store.write(write(&space, None, 3)).unwrap().version, 1);
+        assert_eq!(store.receipt(&[3; 32]).unwrap().unwrap().response, 1u64.to_be_bytes());
+
+        // A call that changes nothing keeps its receipt alone.
+        let unchanged = store.write(write(&space, Some(1), 4)).unwrap();
+        assert!(!unchanged.changed);
+        assert_eq!(store.receipt(&[4; 32]).unwrap().unwrap().response, 1u64.to_be_bytes());
+
+        let deleted = plan(5, |s: &SpaceRecord| s.revision.to_be_bytes().to_vec());
+        let revision = store.delete_space(space.id, deleted).unwrap().revision;
+        assert_eq!(store.receipt(&[5; 32]).unwrap().unwrap().response, revision.to_be_bytes());
+    }
+}

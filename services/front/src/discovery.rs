@@ -64,7 +64,11 @@ impl fmt::Display for Target {
 
 /// Fills `workers` from `targets`: once when every target is an address,
 /// otherwise now and every `refresh` for as long as the returned task runs.
-pub fn start(targets: Vec<Target>, refresh: Duration, workers: Arc<Workers>) -> Option<tokio::task::JoinHandle<()>> {
+pub fn start(
+    targets: Vec<Target>,
+    refresh: Duration,
+    workers: Arc<Workers>,
+) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
     let fixed: Option<Vec<SocketAddr>> = targets
         .iter()
         .map(|target| match target {
@@ -76,7 +80,7 @@ pub fn start(targets: Vec<Target>, refresh: Duration, workers: Arc<Workers>) -> 
         workers.set_addresses(addresses);
         return None;
     }
-    Some(tokio::spawn(follow(targets, refresh, workers)))
+    Some(follow(targets, refresh, workers))
 }
 
 async fn follow(targets: Vec<Target>, refresh: Duration, workers: Arc<Workers>) {

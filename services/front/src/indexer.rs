@@ -11,6 +11,7 @@
 //! when it comes back).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -96,18 +97,22 @@ impl Progress {
     }
 }
 
-/// Follows the worker pool: a follower per worker; with no worker, keeps
-/// the outbox empty (a worker that joins later is rebuilt anyway).
-pub fn spawn(store: Store, pool: watch::Receiver<Pool>) -> Arc<Progress> {
+/// The index feed: its progress, and the task that delivers the outbox, to
+/// run until shutdown. The task follows the worker pool with a follower per
+/// worker; with no worker, it keeps the outbox empty (a worker that joins
+/// later is rebuilt anyway). Dropping the task stops every follower.
+pub fn feed(store: Store, pool: watch::Receiver<Pool>) -> (Arc<Progress>, impl Future<Output = ()> + Send + 'static) {
     let progress = Arc::new(Progress::default());
-    tokio::spawn(supervise(store, pool, progress.clone()));
-    progress
+    (progress.clone(), supervise(store, pool, progress))
 }
 
 async fn supervise(store: Store, mut pool: watch::Receiver<Pool>, progress: Arc<Progress>) {
+    // Owned here: when the supervisor stops, dropping the set aborts them.
+    let mut tasks = tokio::task::JoinSet::new();
     let mut followers: HashMap<SocketAddr, tokio::task::AbortHandle> = HashMap::new();
     let mut commits = store.subscribe();
     loop {
+        while tasks.try_join_next().is_some() {}
         let workers = pool.borrow_and_update().clone();
         followers.retain(|address, task| {
             let stays = workers.iter().any(|w| w.address == *address);
@@ -121,7 +126,7 @@ async fn supervise(store: Store, mut pool: watch::Receiver<Pool>, progress: Arc<
             followers.entry(address).or_insert_with(|| {
                 progress.lock().insert(address, Follower::default());
                 let (store, progress) = (store.clone(), progress.clone());
-                tokio::spawn(async move {
+                tasks.spawn(async move {
                     loop {
                         if let Err(error) = follow(&store, client.clone(), address, &progress).await {
                             tracing::warn!(worker = %address, %error, "index delivery interrupted");
@@ -130,7 +135,6 @@ async fn supervise(store: Store, mut pool: watch::Receiver<Pool>, progress: Arc<
                         tokio::time::sleep(RETRY).await;
                     }
                 })
-                .abort_handle()
             });
         }
         if followers.is_empty() {
@@ -141,9 +145,6 @@ async fn supervise(store: Store, mut pool: watch::Receiver<Pool>, progress: Arc<
             changed = pool.changed() => if changed.is_err() { break },
             changed = commits.changed(), if followers.is_empty() => if changed.is_err() { break },
         }
-    }
-    for task in followers.values() {
-        task.abort();
     }
 }
 

@@ -56,8 +56,14 @@ pub async fn serve(
     let limit = config.max_message_bytes;
     let sessions = crate::sessions::Sessions::new(config.session_capacity, config.session_idle);
     let workers = Arc::new(Workers::new(config.grep_concurrency, config.grep_queue));
-    let discovery = crate::discovery::start(config.workers.clone(), config.worker_refresh, workers.clone());
-    let index_progress = crate::indexer::spawn(store.clone(), workers.subscribe());
+    // Every background task is owned here and stopped before the store
+    // closes: none can touch the store afterwards.
+    let mut background = tokio::task::JoinSet::new();
+    if let Some(discovery) = crate::discovery::start(config.workers.clone(), config.worker_refresh, workers.clone()) {
+        background.spawn(discovery);
+    }
+    let (index_progress, indexer) = crate::indexer::feed(store.clone(), workers.subscribe());
+    background.spawn(indexer);
     let grep_budget = PageBudget {
         max_files: config.grep_max_files,
         max_bytes: config.grep_max_bytes,
@@ -96,7 +102,7 @@ pub async fn serve(
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     // Grep and Search need a worker: `agentvfs.v1.Worker` on the front says
     // whether one answers.
-    let worker_health = tokio::spawn({
+    background.spawn({
         let (health, progress) = (health.clone(), index_progress.clone());
         async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
@@ -111,7 +117,7 @@ pub async fn serve(
             }
         }
     });
-    let sampler = tokio::spawn(crate::metrics::sample(store.clone(), workers.clone(), index_progress.clone()));
+    background.spawn(crate::metrics::sample(store.clone(), workers.clone(), index_progress.clone()));
     let server = Server::builder()
         .layer(crate::metrics::RpcMetricsLayer)
         .layer(crate::grpc::limits::CallLimitsLayer { message_bytes: limit, timeout: config.request_timeout })
@@ -132,9 +138,9 @@ pub async fn serve(
             let _ = stopped.await;
         });
     let server = tokio::spawn(server);
-    let pruner = tokio::spawn(prune_receipts(store.clone(), config.receipt_retention));
-    let sealer = tokio::spawn(seal_while_changing(store.clone()));
-    let forgetter = tokio::spawn({
+    background.spawn(prune_receipts(store.clone(), config.receipt_retention));
+    background.spawn(seal_while_changing(store.clone()));
+    background.spawn({
         let services = services_for_admission.clone();
         async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
@@ -150,15 +156,10 @@ pub async fn serve(
     health.set_not_serving::<FileSystemServer<Services>>().await;
     health.set_not_serving::<AdminServer<Services>>().await;
     services_for_admission.close();
-    pruner.abort();
-    sealer.abort();
-    sampler.abort();
-    worker_health.abort();
+    // Aborted and awaited: each task stops at its next await. A store call
+    // one had already handed to a blocking thread still runs to its end.
+    background.shutdown().await;
     health.set_service_status(WORKER_HEALTH, tonic_health::ServingStatus::NotServing).await;
-    forgetter.abort();
-    if let Some(discovery) = discovery {
-        discovery.abort();
-    }
     let _ = stop.send(());
     match tokio::time::timeout(config.drain, server).await {
         Ok(Ok(result)) => result?,

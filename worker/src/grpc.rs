@@ -51,7 +51,16 @@ impl Worker for WorkerService {
             before_context: job.before_context as usize,
             after_context: job.after_context as usize,
         };
-        let query = self.queries.get(&job.pattern, options).map_err(|e| Error::InvalidPattern(e.to_string()))?;
+        let query = match self.queries.cached(&job.pattern, options) {
+            Some(query) => query,
+            None => {
+                let (queries, pattern) = (self.queries.clone(), job.pattern.clone());
+                tokio::task::spawn_blocking(move || queries.compile(&pattern, options))
+                    .await
+                    .map_err(|e| Error::Internal(format!("pattern task failed: {e}")))?
+                    .map_err(|e| Error::InvalidPattern(e.to_string()))?
+            }
+        };
         let bounds = Bounds {
             resume_after_line: job.resume_after_line,
             max_entries: if job.max_entries == 0 {

@@ -31,12 +31,24 @@ impl QueryCache {
     /// The compiled query for `pattern` and `options`, compiling it on first use.
     /// Patterns that fail to compile are not kept.
     pub fn get(&self, pattern: &str, options: Options) -> Result<Query, PatternError> {
-        let key = (pattern.to_owned(), options);
-        if let Some(query) = self.compiled.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
-            return Ok(query.clone());
+        match self.cached(pattern, options) {
+            Some(query) => Ok(query),
+            None => self.compile(pattern, options),
         }
+    }
+
+    /// The query if it was compiled before: a lookup, cheap enough for the
+    /// async runtime.
+    pub fn cached(&self, pattern: &str, options: Options) -> Option<Query> {
+        let key = (pattern.to_owned(), options);
+        self.compiled.lock().unwrap_or_else(PoisonError::into_inner).get(&key).cloned()
+    }
+
+    /// Compiles the query and keeps it: can take milliseconds for a large
+    /// pattern, so callers on the async runtime run it on a blocking thread.
+    pub fn compile(&self, pattern: &str, options: Options) -> Result<Query, PatternError> {
         let query = Query::new(pattern, options)?;
-        self.compiled.lock().unwrap_or_else(PoisonError::into_inner).put(key, query.clone());
+        self.compiled.lock().unwrap_or_else(PoisonError::into_inner).put((pattern.to_owned(), options), query.clone());
         Ok(query)
     }
 }

@@ -28,6 +28,8 @@ pub enum ServeError {
     Metrics(String),
     #[error("index directory {path}: {source}")]
     IndexDir { path: String, source: std::io::Error },
+    #[error("opening the search index failed: {0}")]
+    IndexTask(String),
 }
 
 /// Bytes of content the front may send ahead of what the worker has read,
@@ -129,7 +131,15 @@ pub async fn serve(
             metrics::gauge!("agentvfs_worker_cache_bytes").set(bytes as f64);
         }
     });
-    let index = Arc::new(SearchIndex::open(&config.index_dir)?);
+    let index = {
+        // tantivy reads its meta files and segments: a blocking thread's job.
+        let dir = config.index_dir.clone();
+        Arc::new(
+            tokio::task::spawn_blocking(move || SearchIndex::open(&dir))
+                .await
+                .map_err(|e| ServeError::IndexTask(e.to_string()))??,
+        )
+    };
     if index.fresh() {
         tracing::info!(dir = %config.index_dir.display(), "search index is new or was lost; the front will rebuild it");
     }

@@ -12,21 +12,11 @@ use std::time::Duration;
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::admin_client::AdminClient;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
-use support::{Front, assert_error, write_text};
+use support::{Bearer, Front, assert_error, write_text};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
-
-#[derive(Clone)]
-struct Bearer(&'static str);
-
-impl tonic::service::Interceptor for Bearer {
-    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
-        request.metadata_mut().insert("authorization", format!("Bearer {}", self.0).parse().unwrap());
-        Ok(request)
-    }
-}
 
 type Fs = FileSystemClient<InterceptedService<Channel, Bearer>>;
 type Admin = AdminClient<InterceptedService<Channel, Bearer>>;

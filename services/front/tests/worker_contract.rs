@@ -11,21 +11,11 @@ use std::time::{Duration, Instant};
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::admin_client::AdminClient;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
-use support::{Stack, assert_error, metadata, write_text};
+use support::{Bearer, Stack, assert_error, metadata, write_text};
 use tonic::transport::Channel;
-use tonic::{Code, Status};
+use tonic::Code;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-
-#[derive(Clone)]
-struct Bearer(&'static str);
-
-impl tonic::service::Interceptor for Bearer {
-    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
-        request.metadata_mut().insert("authorization", format!("Bearer {}", self.0).parse().unwrap());
-        Ok(request)
-    }
-}
 
 const OPS: &str = "ops-token-0123456789";
 

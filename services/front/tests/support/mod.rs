@@ -439,3 +439,15 @@ pub fn apply_batch(space: &str, actions: Vec<pb::batch_action::Action>, key: &st
         ..Default::default()
     }
 }
+
+/// Sends `authorization: Bearer <token>` with every call (for fronts that
+/// run with `--tokens`).
+#[derive(Clone)]
+pub struct Bearer(pub &'static str);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        request.metadata_mut().insert("authorization", format!("Bearer {}", self.0).parse().unwrap());
+        Ok(request)
+    }
+}

@@ -19,7 +19,12 @@ const READ_MANY_BUDGET: u64 = 262_144;
 
 /// Files up to this size are read on the async runtime: their content is
 /// one cached chunk, so the read costs microseconds, less than handing it to
-/// the blocking pool. Larger files are read on the blocking pool.
+/// the blocking pool. Larger files are read on the blocking pool. The
+/// lookups that locate a read (space, entry, version) are point reads of
+/// cached pages and run inline for every read. Measured with `cargo bench
+/// -p agentvfs-front --bench rpc -- reads` (200-byte files, c=64, three
+/// alternating runs): 39,100–42,050 reads/s inline, 30,190–36,880/s with the
+/// whole read on the blocking pool.
 pub(super) const INLINE_BYTES: u64 = super::super::store::content::CHUNK_SIZE as u64;
 
 /// A read resolved to one text version, its content not fetched yet.

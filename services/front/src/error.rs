@@ -323,31 +323,6 @@ impl From<Error> for Status {
     }
 }
 
-impl From<sled::Error> for Error {
-    fn from(error: sled::Error) -> Error {
-        if let sled::Error::Io(io) = &error
-            && is_storage_full(io)
-        {
-            return Error::new(Reason::StorageFull, "The server's storage is full; the change was not saved.");
-        }
-        Error::internal(format!("store: {error}"))
-    }
-}
-
-impl From<sled::transaction::TransactionError<Error>> for Error {
-    fn from(error: sled::transaction::TransactionError<Error>) -> Error {
-        match error {
-            sled::transaction::TransactionError::Abort(error) => error,
-            sled::transaction::TransactionError::Storage(error) => error.into(),
-        }
-    }
-}
-
-fn is_storage_full(error: &std::io::Error) -> bool {
-    // ENOSPC (28) and EDQUOT (122) on Linux.
-    error.kind() == std::io::ErrorKind::StorageFull || matches!(error.raw_os_error(), Some(28 | 122))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -173,12 +173,10 @@ impl Buffered {
 }
 
 /// The pieces of one content: one per stored chunk, sent without copying.
-fn pieces(index: u32, chunks: Vec<sled::IVec>) -> Vec<pb::ContentChunk> {
+fn pieces(index: u32, chunks: Vec<Bytes>) -> Vec<pb::ContentChunk> {
     let size = chunks.iter().map(|c| c.len() as u64).sum();
-    let mut out: Vec<pb::ContentChunk> = chunks
-        .into_iter()
-        .map(|chunk| pb::ContentChunk { index, data: Bytes::from_owner(chunk), ..Default::default() })
-        .collect();
+    let mut out: Vec<pb::ContentChunk> =
+        chunks.into_iter().map(|data| pb::ContentChunk { index, data, ..Default::default() }).collect();
     match out.first_mut() {
         Some(first) => {
             first.first = true;

@@ -419,8 +419,9 @@ impl Store {
     }
 
     /// [`Store::content_unverified`] as the stored chunks, without copying them.
-    pub fn content_chunks_unverified(&self, hash: Hash) -> Result<Option<Vec<sled::IVec>>> {
-        content::read_chunks_if_stored(&self.trees().content, hash)
+    pub fn content_chunks_unverified(&self, hash: Hash) -> Result<Option<Vec<prost::bytes::Bytes>>> {
+        let chunks = content::read_chunks_if_stored(&self.trees().content, hash)?;
+        Ok(chunks.map(|chunks| chunks.into_iter().map(prost::bytes::Bytes::from_owner).collect()))
     }
 
     /// A reader of the content with this hash, a run of chunks at a time;
@@ -466,3 +467,30 @@ impl Store {
 
 #[cfg(test)]
 mod tests;
+
+// sled's errors become the store's here, so that no sled type leaves it.
+
+impl From<sled::Error> for Error {
+    fn from(error: sled::Error) -> Error {
+        if let sled::Error::Io(io) = &error
+            && is_storage_full(io)
+        {
+            return Error::new(Reason::StorageFull, "The server's storage is full; the change was not saved.");
+        }
+        Error::internal(format!("store: {error}"))
+    }
+}
+
+impl From<sled::transaction::TransactionError<Error>> for Error {
+    fn from(error: sled::transaction::TransactionError<Error>) -> Error {
+        match error {
+            sled::transaction::TransactionError::Abort(error) => error,
+            sled::transaction::TransactionError::Storage(error) => error.into(),
+        }
+    }
+}
+
+fn is_storage_full(error: &std::io::Error) -> bool {
+    // ENOSPC (28) and EDQUOT (122) on Linux.
+    error.kind() == std::io::ErrorKind::StorageFull || matches!(error.raw_os_error(), Some(28 | 122))
+}

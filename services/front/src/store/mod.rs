@@ -105,6 +105,8 @@ struct Inner {
     t: Trees,
     flusher: flusher::Flusher,
     stripes: Vec<Mutex<()>>,
+    /// Held while the seal is written (see [`Store::seal`]).
+    sealing: Mutex<()>,
     limits: StoreLimits,
 }
 
@@ -191,6 +193,7 @@ impl Store {
                 t,
                 flusher,
                 stripes,
+                sealing: Mutex::new(()),
                 limits,
             }),
         };

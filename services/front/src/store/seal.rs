@@ -89,8 +89,11 @@ impl Store {
     }
 
     /// Seals what is committed now: computes the watermark, flushes, then
-    /// writes the seal.
+    /// writes the seal. One seal at a time: the sealer task and a shutdown
+    /// may seal together, and two writers of the same temporary file fail
+    /// each other's rename.
     pub fn seal(&self) -> Result<()> {
+        let _one_at_a_time = self.inner.sealing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let watermark = self.watermark()?;
         self.inner.db.flush()?;
         write(&self.inner.dir, watermark).map_err(|e| Error::internal(format!("cannot write the seal: {e}")))

@@ -423,3 +423,20 @@ fn outbox_jobs_become_visible_in_sequence_order() {
     });
     assert_eq!(delivered, store.outbox_after(0, usize::MAX).unwrap().len(), "a job appeared behind delivery");
 }
+
+#[test]
+fn seals_written_at_once_all_succeed() {
+    // The sealer task and a shutdown can seal at the same moment; both must
+    // succeed, or a graceful stop ends with an error.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let space =
+        store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+    overwrite(&store, space.id, "/a.txt", b"a");
+    std::thread::scope(|scope| {
+        let sealers: Vec<_> = (0..4).map(|_| scope.spawn(|| (0..25).try_for_each(|_| store.seal()))).collect();
+        for sealer in sealers {
+            sealer.join().unwrap().unwrap();
+        }
+    });
+}

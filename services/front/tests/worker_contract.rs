@@ -12,8 +12,8 @@ use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::admin_client::AdminClient;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
 use support::{Bearer, Stack, assert_error, metadata, write_text};
-use tonic::transport::Channel;
 use tonic::Code;
+use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 

@@ -189,6 +189,12 @@ impl SearchIndex {
                 JobOp::DropAll => {
                     writer.delete_all_documents()?;
                     progress.spaces.clear();
+                    // Until the rebuild's marker moves it again, the index
+                    // holds no job: a rebuild cut short (either side
+                    // stopped, a connection dropped) reports position 0, so
+                    // the front replays or rebuilds it, never trusting the
+                    // position the dropped documents had.
+                    progress.sequence = 0;
                 }
             }
             if !job.space.is_empty() {
@@ -297,6 +303,25 @@ mod tests {
         assert_eq!(reopened.search("s", "/", "dog", 10, 0).unwrap().0[0].node, "b");
         assert!(reopened.search("s", "/elsewhere", "dog", 10, 0).unwrap().0.is_empty());
         assert_eq!(reopened.search("s", "/b.md", "dog", 10, 0).unwrap().0.len(), 0, "a file is not a folder");
+    }
+
+    #[test]
+    fn a_rebuild_cut_short_reports_an_index_that_holds_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = SearchIndex::open(dir.path()).unwrap();
+        index.apply(vec![upsert(1, "s", "a", "alpha"), upsert(2, "s", "b", "beta")]).unwrap();
+        let drop_all = Job { sequence: 0, space: String::new(), revision: 0, node: String::new(), op: JobOp::DropAll };
+        // The rebuild drops everything and sends its first file; then it stops.
+        index.apply(vec![drop_all]).unwrap();
+        index.apply(vec![upsert(0, "s", "a", "alpha")]).unwrap();
+        drop(index);
+        let reopened = SearchIndex::open(dir.path()).unwrap();
+        assert!(reopened.search("s", "/", "beta", 10, 0).unwrap().0.is_empty());
+        assert_eq!(reopened.committed(), 0, "the position must not claim the dropped jobs");
+        // Replaying the jobs brings the index back.
+        reopened.apply(vec![upsert(1, "s", "a", "alpha"), upsert(2, "s", "b", "beta")]).unwrap();
+        assert_eq!(reopened.search("s", "/", "beta", 10, 0).unwrap().0.len(), 1);
+        assert_eq!(reopened.committed(), 2);
     }
 
     #[test]

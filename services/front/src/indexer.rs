@@ -241,9 +241,7 @@ async fn follow(
 /// live file sent, then the position set to the outbox head seen before
 /// reading the store (later jobs follow in order and fix any overlap).
 async fn rebuild(store: &Store, client: &mut WorkerClient<Channel>) -> Result<u64, DeliveryError> {
-    // The highest sequence handed out: the last job, or the pruning mark
-    // when pruning emptied the outbox (read after, as in `follow`).
-    let head = store.blocking(|store| Ok(store.outbox_head()?.max(store.outbox_pruned()?))).await?;
+    let head = store.blocking(|store| store.outbox_head()).await?;
     tracing::info!(head, "rebuilding a worker's search index from the store");
     let drop_all = pb::IndexJob { op: pb::IndexOp::DropAll as i32, ..Default::default() };
     client.apply_index_jobs(pb::IndexJobBatch { jobs: vec![drop_all] }).await?;

@@ -40,9 +40,13 @@ impl Store {
         }
     }
 
-    /// The highest sequence ever handed out (0 before the first job).
+    /// The highest sequence ever handed out (0 before the first job): the
+    /// last job, or the pruning mark when pruning emptied the outbox. The
+    /// bounds are read first: pruning marks its position before removing
+    /// jobs, so an outbox found empty has its last sequence in the mark.
     pub fn outbox_head(&self) -> Result<u64> {
-        Ok(self.outbox_bounds()?.map_or(0, |(_, last)| last))
+        let last = self.outbox_bounds()?.map_or(0, |(_, last)| last);
+        Ok(last.max(self.outbox_pruned()?))
     }
 
     /// Removes jobs up to and including `upto`.

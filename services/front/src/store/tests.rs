@@ -440,3 +440,17 @@ fn seals_written_at_once_all_succeed() {
         }
     });
 }
+
+#[test]
+fn the_outbox_head_survives_pruning_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let space =
+        store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+    overwrite(&store, space.id, "/a.txt", b"a");
+    let head = store.outbox_head().unwrap();
+    assert!(head > 0);
+    store.prune_outbox(head).unwrap();
+    assert_eq!(store.outbox_bounds().unwrap(), None);
+    assert_eq!(store.outbox_head().unwrap(), head, "the highest sequence handed out does not go back");
+}

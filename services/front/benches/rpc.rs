@@ -121,17 +121,18 @@ struct Front {
 
 impl Front {
     async fn start(durability: &str) -> Front {
-        Front::start_with(durability, Access::Dev).await
+        Front::start_with(durability, Access::Dev, &[]).await
     }
 
-    async fn start_with(durability: &str, access: Access) -> Front {
+    async fn start_with(durability: &str, access: Access, extra_args: &[&str]) -> Front {
         let temp = tempfile::tempdir().expect("temp dir");
         let mut command = Command::new(front_binary());
         // Without `--rate-limit 0` the per-principal limit would shed the
         // load and the bench would measure the limiter instead.
         command
             .args(["--listen", "127.0.0.1:0", "--rate-limit", "0", "--durability", durability, "--data-dir"])
-            .arg(temp.path().join("data"));
+            .arg(temp.path().join("data"))
+            .args(extra_args);
         match access {
             Access::Dev => {
                 command.arg("--dev");
@@ -323,7 +324,7 @@ async fn bench_writes(durability: &str) -> Vec<(usize, Stats)> {
 /// Group-commit writes like [`bench_writes`] at [`OVERHEAD_LEVELS`], on a
 /// fresh front per variant so receipts or auth state of one never slow another.
 async fn bench_write_overhead(variant: Variant) -> Vec<(usize, Stats)> {
-    let front = Front::start_with("group", variant.access()).await;
+    let front = Front::start_with("group", variant.access(), &[]).await;
     front.create_space().await;
     let mut results = Vec::new();
     for concurrency in OVERHEAD_LEVELS {
@@ -568,7 +569,9 @@ struct Subtree {
 /// Fills `/src` with [`SUBTREE_FILES`] small files, then times one `Batch`
 /// each that copies it, renames the copy and trashes it.
 async fn bench_subtree() -> Subtree {
-    let front = Front::start("group").await;
+    // The folder (with its 100 subfolders) is over the default limit of
+    // entries one change may carry; the bench measures this size on purpose.
+    let front = Front::start_with("group", Access::Dev, &["--max-subtree-entries", "25000"]).await;
     front.create_space().await;
     let channels = front.channels(MAX_CHANNELS).await;
     let writers = 16;

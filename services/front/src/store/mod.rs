@@ -73,7 +73,10 @@ pub struct StoreLimits {
     /// Memory sled may use to cache the store's pages.
     pub cache_bytes: u64,
     /// Most entries (files and folders) a subtree may hold for one change to
-    /// move, copy, trash or remove it.
+    /// move, copy, trash or remove it. The bound is memory: while sled
+    /// writes one such commit the front grew by about 25 KiB per entry
+    /// (measured: a 20,000-file folder took it from 84 MiB to 575 MiB on a
+    /// copy, and to 1.25 GiB through a rename and a trash after it).
     pub max_subtree_entries: usize,
 }
 
@@ -85,7 +88,7 @@ impl Default for StoreLimits {
             default_quota: Quota { max_bytes: 1 << 30, max_files: 100_000 },
             min_free_bytes: 64 << 20,
             cache_bytes: 256 << 20,
-            max_subtree_entries: 50_000,
+            max_subtree_entries: 10_000,
         }
     }
 }

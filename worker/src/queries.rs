@@ -28,15 +28,6 @@ impl Default for QueryCache {
 }
 
 impl QueryCache {
-    /// The compiled query for `pattern` and `options`, compiling it on first use.
-    /// Patterns that fail to compile are not kept.
-    pub fn get(&self, pattern: &str, options: Options) -> Result<Query, PatternError> {
-        match self.cached(pattern, options) {
-            Some(query) => Ok(query),
-            None => self.compile(pattern, options),
-        }
-    }
-
     /// The query if it was compiled before: a lookup, cheap enough for the
     /// async runtime.
     pub fn cached(&self, pattern: &str, options: Options) -> Option<Query> {
@@ -46,6 +37,7 @@ impl QueryCache {
 
     /// Compiles the query and keeps it: can take milliseconds for a large
     /// pattern, so callers on the async runtime run it on a blocking thread.
+    /// Patterns that fail to compile are not kept.
     pub fn compile(&self, pattern: &str, options: Options) -> Result<Query, PatternError> {
         let query = Query::new(pattern, options)?;
         self.compiled.lock().unwrap_or_else(PoisonError::into_inner).put((pattern.to_owned(), options), query.clone());
@@ -69,12 +61,16 @@ mod tests {
             before_context: 0,
             after_context: 0,
         };
-        let exact = cache.get("ab", options).unwrap();
-        let insensitive = cache.get("ab", Options { case_insensitive: true, ..options }).unwrap();
+        let insensitive_options = Options { case_insensitive: true, ..options };
+        assert!(cache.cached("ab", options).is_none());
+        let exact = cache.compile("ab", options).unwrap();
+        assert!(cache.cached("ab", insensitive_options).is_none(), "options are part of the key");
+        let insensitive = cache.compile("ab", insensitive_options).unwrap();
         let text = b"AB\nab\n";
         let count = |q: &Query| q.scanner().scan(text, 0, 0).count;
         assert_eq!((count(&exact), count(&insensitive)), (1, 2));
-        assert_eq!(count(&cache.get("ab", options).unwrap()), 1);
-        assert!(cache.get("(a", options).is_err());
+        assert_eq!(count(&cache.cached("ab", options).unwrap()), 1);
+        assert!(cache.compile("(a", options).is_err());
+        assert!(cache.cached("(a", options).is_none(), "a pattern that fails is not kept");
     }
 }

@@ -1,17 +1,17 @@
 //! One committed mutation: everything a change writes, applied as a single
-//! sled transaction across trees at one new revision.
+//! engine transaction across tables at one new revision.
 //!
 //! Mutations plan a [`Commit`] while holding their space's lock stripe, reading
-//! the current state outside any transaction (nothing else can change the
-//! space meanwhile), then apply it. The transaction closure does no I/O and
-//! no heavy work: sled may run it more than once.
+//! the current state outside any transaction, then apply it. The transaction
+//! reads the space's record and refuses the commit unless the space is still
+//! at the revision it was planned on, so nothing planned can be stale. Its
+//! closure does no I/O and no heavy work: the engine may run it more than
+//! once.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use sled::Transactional;
-use sled::transaction::ConflictableTransactionError;
-
+use super::engine::{Table, Tx};
 use super::records::{
     Change, ChangeKind, Entry, Hash, IndexJob, IndexOp, Kind, NodeRecord, Receipt, RevisionRecord, SpaceRecord,
     TrashRecord, VersionRecord, decode, encode, now_ms,
@@ -273,18 +273,12 @@ impl Store {
 
     /// Applies several commits (of different spaces) in one transaction.
     pub(crate) fn apply_all(&self, commits: &[&Commit]) -> Result<()> {
-        // Commits that bring new content are refused on a nearly full disk;
-        // trash and removal keep working to free room, within what sled may
-        // need to rewrite the pages that held the content they release.
         let incoming: u64 = commits
             .iter()
             .flat_map(|c| c.versions.iter())
             .filter_map(|v| v.bytes.as_ref())
             .map(|b| b.len() as u64)
             .sum();
-        if incoming > 0 {
-            self.check_free_space(incoming)?;
-        }
         let released: u64 = commits
             .iter()
             .flat_map(|c| c.purge.iter())
@@ -293,130 +287,106 @@ impl Store {
                 Purge::History(_) | Purge::Node(_) => 0,
             })
             .sum();
-        self.check_room_to_release(released)?;
-        let t = self.trees();
+        self.check_room(incoming, released)?;
         let prepared: Vec<Prepared> = commits.iter().map(|commit| Prepared::new(commit)).collect();
         fault_point!("store::before_commit");
-        (
-            &t.spaces,
-            &t.current,
-            &t.history,
-            &t.nodes,
-            &t.versions,
-            &t.content,
-            &t.revlog,
-            &t.trash,
-            &t.receipts,
-            &t.outbox,
-        )
-            .transaction(
-                |(spaces, current, history, nodes, versions, content, revlog, trash, receipts, outbox)| {
-                    for (commit, prepared) in commits.iter().zip(&prepared) {
-                        let Prepared {
-                            space_key,
-                            space_value,
-                            name_key,
-                            entries,
-                            functions_value,
-                            revlog_value,
-                            trash_values,
-                            receipt_value,
-                            index_jobs,
-                        } = prepared;
-                        if commit.creating {
-                            if spaces.get(name_key)?.is_some() {
-                                return Err(ConflictableTransactionError::Abort(
-                                    Error::new(
-                                        Reason::AlreadyExists,
-                                        format!("A space named {:?} already exists.", commit.space.name),
-                                    )
-                                    .with("name", &commit.space.name),
-                                ));
-                            }
-                            spaces.insert(name_key.as_slice(), &commit.space.id.to_bytes())?;
-                        } else {
-                            let stored: SpaceRecord = match spaces.get(space_key)? {
-                                Some(raw) => decode(&raw).map_err(ConflictableTransactionError::Abort)?,
-                                None => {
-                                    return Err(ConflictableTransactionError::Abort(Error::space_not_found(
-                                        &commit.space.name,
-                                    )));
-                                }
-                            };
-                            if stored.revision + 1 != commit.revision() {
-                                return Err(ConflictableTransactionError::Abort(Error::internal(
-                                    "the space changed while a commit was planned",
-                                )));
-                            }
-                        }
-                        spaces.insert(space_key.as_slice(), space_value.as_slice())?;
-                        for (current_key, history_key, current_value, history_value) in entries {
-                            match current_value {
-                                Some(value) => current.insert(current_key.as_slice(), value.as_slice())?,
-                                None => current.remove(current_key.as_slice())?,
-                            };
-                            history.insert(history_key.as_slice(), history_value.as_slice())?;
-                        }
-                        for (node, record) in &commit.nodes {
-                            nodes.insert(keys::node(*node), encode(record))?;
-                        }
-                        for version in &commit.versions {
-                            let key = keys::version(commit.space.id, version.node, version.number);
-                            versions.insert(key, encode(&version.record))?;
-                            content::add_ref(
-                                content,
-                                version.record.hash,
-                                version.bytes.as_deref().map(Vec::as_slice),
-                            )?;
-                        }
-                        for purge in &commit.purge {
-                            match purge {
-                                Purge::History(key) => {
-                                    history.remove(key.as_slice())?;
-                                }
-                                Purge::Version { key, hash, .. } => {
-                                    if versions.remove(key.as_slice())?.is_some() {
-                                        content::drop_ref(content, *hash)?;
-                                    }
-                                }
-                                Purge::Node(node) => {
-                                    nodes.remove(keys::node(*node))?;
-                                }
-                            }
-                        }
-                        if let Some((key, value)) = &receipt_value {
-                            receipts.insert(key.as_slice(), value.as_slice())?;
-                        }
-                        for (key, value) in trash_values {
-                            match value {
-                                Some(value) => trash.insert(key.as_slice(), value.as_slice())?,
-                                None => trash.remove(key.as_slice())?,
-                            };
-                        }
-                        if let Some(functions) = &functions_value {
-                            spaces.insert(keys::functions(commit.space.id), functions.as_slice())?;
-                        }
-                        revlog.insert(keys::revlog(commit.space.id, commit.revision()), revlog_value.as_slice())?;
-                        for job in index_jobs {
-                            // Sequence 0 is reserved for rebuild jobs.
-                            let sequence = outbox.generate_id()? + 1;
-                            outbox.insert(&sequence.to_be_bytes(), job.as_slice())?;
-                        }
-                    }
-                    Ok(())
-                },
-            )?;
+        self.transact(|tx| {
+            for (commit, prepared) in commits.iter().zip(&prepared) {
+                write_commit(tx, commit, prepared)?;
+            }
+            Ok(())
+        })?;
         fault_point!("store::after_commit");
         self.inner.commits.send_modify(|count| *count += 1);
         Ok(())
     }
 }
 
+/// Writes one commit in a transaction, after checking that its space is
+/// still where the commit was planned.
+fn write_commit(tx: &mut dyn Tx, commit: &Commit, prepared: &Prepared) -> Result<()> {
+    let Prepared {
+        space_key,
+        space_value,
+        name_key,
+        entries,
+        functions_value,
+        revlog_value,
+        trash_values,
+        receipt_value,
+        index_jobs,
+    } = prepared;
+    let stored = tx.get(Table::Spaces, space_key)?;
+    if commit.creating {
+        if tx.get(Table::Spaces, name_key)?.is_some() || stored.is_some() {
+            return Err(Error::new(
+                Reason::AlreadyExists,
+                format!("A space named {:?} already exists.", commit.space.name),
+            )
+            .with("name", &commit.space.name));
+        }
+        tx.put(Table::Spaces, name_key, &commit.space.id.to_bytes())?;
+    } else {
+        let stored: SpaceRecord = match stored {
+            Some(raw) => decode(&raw)?,
+            None => return Err(Error::space_not_found(&commit.space.name)),
+        };
+        if stored.revision + 1 != commit.revision() {
+            return Err(Error::internal("the space changed while a commit was planned"));
+        }
+    }
+    tx.put(Table::Spaces, space_key, space_value)?;
+    for (current_key, history_key, current_value, history_value) in entries {
+        match current_value {
+            Some(value) => tx.put(Table::Current, current_key, value)?,
+            None => tx.delete(Table::Current, current_key)?,
+        };
+        tx.put(Table::History, history_key, history_value)?;
+    }
+    for (node, record) in &commit.nodes {
+        tx.put(Table::Nodes, &keys::node(*node), &encode(record))?;
+    }
+    for version in &commit.versions {
+        let key = keys::version(commit.space.id, version.node, version.number);
+        tx.put(Table::Versions, &key, &encode(&version.record))?;
+        content::add_ref(tx, version.record.hash, version.bytes.as_deref().map(Vec::as_slice))?;
+    }
+    for purge in &commit.purge {
+        match purge {
+            Purge::History(key) => tx.delete(Table::History, key)?,
+            Purge::Version { key, hash, .. } => {
+                if tx.get(Table::Versions, key)?.is_some() {
+                    tx.delete(Table::Versions, key)?;
+                    content::drop_ref(tx, *hash)?;
+                }
+            }
+            Purge::Node(node) => tx.delete(Table::Nodes, &keys::node(*node))?,
+        }
+    }
+    if let Some((key, value)) = &receipt_value {
+        tx.put(Table::Receipts, key, value)?;
+    }
+    for (key, value) in trash_values {
+        match value {
+            Some(value) => tx.put(Table::Trash, key, value)?,
+            None => tx.delete(Table::Trash, key)?,
+        };
+    }
+    if let Some(functions) = &functions_value {
+        tx.put(Table::Spaces, &keys::functions(commit.space.id), functions)?;
+    }
+    tx.put(Table::Revlog, &keys::revlog(commit.space.id, commit.revision()), revlog_value)?;
+    for (index, job) in (0..).zip(index_jobs) {
+        tx.put(Table::Queue, &keys::queued(commit.space.id, commit.revision(), index), job)?;
+    }
+    Ok(())
+}
+
 /// (current key, history key, current value or removal, history value).
 type PreparedEntry = (Vec<u8>, Vec<u8>, Option<Vec<u8>>, Vec<u8>);
 
 /// A commit's keys and encoded values, computed before the transaction so
-/// that its closure (which sled may retry) only writes.
+/// that its closure (which the engine may re-run) only writes.
 struct Prepared {
     space_key: Vec<u8>,
     space_value: Vec<u8>,

@@ -7,8 +7,9 @@
 use std::sync::Arc;
 
 use super::commit::Commit;
+use super::engine::Table;
 use super::receipt::ReceiptPlan;
-use super::records::{Hash, VersionRecord, decode};
+use super::records::{Hash, VersionRecord};
 use super::{Store, keys};
 use crate::error::{Error, Reason, Result};
 use crate::ids::SpaceId;
@@ -29,10 +30,7 @@ pub struct Generated {
 impl Store {
     /// The functions registered in a space, by name.
     pub fn functions(&self, space: SpaceId) -> Result<Vec<Function>> {
-        match self.trees().spaces.get(keys::functions(space))? {
-            Some(raw) => decode(&raw),
-            None => Ok(Vec::new()),
-        }
+        Ok(self.get_decoded(Table::Spaces, &keys::functions(space))?.unwrap_or_default())
     }
 
     /// Adds or updates functions, writes their files and `/AGENT.md`.

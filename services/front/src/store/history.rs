@@ -1,5 +1,10 @@
 //! The revision log (what `Watch` streams) and compaction of history.
 
+use std::collections::HashSet;
+
+use prost::bytes::Bytes;
+
+use super::engine::{KeyRange, Table};
 use super::records::{Entry, RevisionRecord, VersionRecord, decode};
 use super::{Store, content, keys};
 use crate::error::{Error, Reason, Result};
@@ -20,7 +25,7 @@ impl Store {
         let start = keys::revlog(space, from);
         let end = keys::revlog(space, u64::MAX);
         let mut out = Vec::new();
-        for item in self.trees().revlog.range(start..end).take(limit) {
+        for item in self.range(Table::Revlog, KeyRange::new(start, end)).take(limit) {
             let (key, value) = item?;
             let revision = u64::from_be_bytes(key[16..24].try_into().map_err(|_| Error::internal("bad revlog key"))?);
             out.push((revision, decode(&value)?));
@@ -55,82 +60,72 @@ impl Store {
             Ok(target)
         })?;
         let mut out = Compacted { revision: floor, ..Compacted::default() };
-        let t = self.trees();
-        let mut needed: std::collections::HashSet<(NodeId, u64)> = std::collections::HashSet::new();
+        let mut needed: HashSet<(NodeId, u64)> = HashSet::new();
         // History: per path, keep the last state at or below the floor.
-        let mut group: Vec<(sled::IVec, u64)> = Vec::new();
+        let mut dropped: Vec<Bytes> = Vec::new();
+        let mut group: Vec<(Bytes, u64, Option<Entry>)> = Vec::new();
         let mut group_path: Option<String> = None;
-        let mut flush_group = |group: &mut Vec<(sled::IVec, u64)>, out: &mut Compacted| -> Result<()> {
-            let below: Vec<_> = group.iter().filter(|(_, r)| *r <= floor).collect();
-            if let Some(((kept_key, _), older)) = below.split_last() {
-                for (key, _) in older {
-                    t.history.remove(key)?;
-                    out.history_dropped += 1;
-                }
-                if let Some(raw) = t.history.get(kept_key)? {
-                    match decode::<Option<Entry>>(&raw)? {
-                        Some(entry) => {
-                            needed.insert((entry.node, entry.version));
-                        }
-                        None => {
-                            t.history.remove(kept_key)?;
-                            out.history_dropped += 1;
-                        }
-                    }
-                }
-            }
-            for (key, r) in group.iter() {
-                if *r > floor
-                    && let Some(raw) = t.history.get(key)?
-                    && let Some(entry) = decode::<Option<Entry>>(&raw)?
+        let mut close_group = |group: &mut Vec<(Bytes, u64, Option<Entry>)>| {
+            let kept = group.iter().rposition(|(_, revision, _)| *revision <= floor);
+            for (at, (key, revision, state)) in group.drain(..).enumerate() {
+                let older = kept.is_some_and(|kept| at < kept);
+                // The kept state goes too when it says the path was gone.
+                let gone_at_floor = Some(at) == kept && state.is_none();
+                if older || gone_at_floor {
+                    dropped.push(key);
+                } else if let Some(entry) = state
+                    && (Some(at) == kept || revision > floor)
                 {
                     needed.insert((entry.node, entry.version));
                 }
             }
-            group.clear();
-            Ok(())
         };
-        for item in t.history.scan_prefix(space.to_bytes()) {
-            let (key, _) = item?;
+        for item in self.scan_prefix(Table::History, &space.to_bytes()) {
+            let (key, value) = item?;
             let (path, revision) = keys::parse_history(&key).ok_or_else(|| Error::internal("malformed history key"))?;
             if group_path.as_deref() != Some(path) {
-                flush_group(&mut group, &mut out)?;
+                close_group(&mut group);
                 group_path = Some(path.to_owned());
             }
-            group.push((key, revision));
+            let state: Option<Entry> = decode(&value)?;
+            group.push((key, revision, state));
         }
-        flush_group(&mut group, &mut out)?;
+        close_group(&mut group);
+        out.history_dropped = self.remove_all(Table::History, dropped)? as u64;
         // Trashed subtrees keep what a restore needs.
-        for item in t.trash.scan_prefix(space.to_bytes()) {
+        for item in self.scan_prefix(Table::Trash, &space.to_bytes()) {
             let record: super::records::TrashRecord = decode(&item?.1)?;
             needed.extend(record.entries.iter().map(|(_, e)| (e.node, e.version)));
         }
         // Versions: drop those made before the floor that nothing needs.
-        for item in t.versions.scan_prefix(space.to_bytes()) {
+        for item in self.scan_prefix(Table::Versions, &space.to_bytes()) {
             let (key, value) = item?;
             let record: VersionRecord = decode(&value)?;
             let node = NodeId::from_bytes(key[16..32].try_into().map_err(|_| Error::internal("bad version key"))?);
-            let number = u64::from_be_bytes(key[32..40].try_into().map_err(|_| Error::internal("bad version key"))?);
+            let number = keys::parse_version_number(&key)?;
             if record.revision >= floor || needed.contains(&(node, number)) {
                 continue;
             }
             // What was dropped so far stays dropped; compacting again goes on.
-            self.check_room_to_release(record.size.div_ceil(content::CHUNK_SIZE as u64))
+            self.check_room(0, record.size.div_ceil(content::CHUNK_SIZE as u64))
                 .map_err(|e| e.with("versionsDropped", out.versions_dropped))?;
-            use sled::Transactional;
-            let freed = (&t.versions, &t.content).transaction(|(versions, content)| {
-                if versions.remove(&key)?.is_some() {
-                    return content::drop_ref(content, record.hash);
+            let mut freed = 0;
+            self.transact(|tx| {
+                freed = 0;
+                if tx.get(Table::Versions, &key)?.is_some() {
+                    tx.delete(Table::Versions, &key)?;
+                    freed = content::drop_ref(tx, record.hash)?;
                 }
-                Ok(0)
+                Ok(())
             })?;
             out.versions_dropped += 1;
             out.bytes_freed += freed;
         }
         // The log below the floor.
-        for item in t.revlog.range(keys::revlog(space, 0)..keys::revlog(space, floor)) {
-            t.revlog.remove(item?.0)?;
-        }
+        let below = KeyRange::new(keys::revlog(space, 0), keys::revlog(space, floor));
+        let log: Vec<Bytes> =
+            self.range(Table::Revlog, below).map(|item| item.map(|(key, _)| key)).collect::<Result<_>>()?;
+        self.remove_all(Table::Revlog, log)?;
         Ok(out)
     }
 }

@@ -1,8 +1,8 @@
 //! Key layouts. Integers are big-endian so byte order is numeric order, and
-//! every per-space key starts with the 16-byte space ID (one tree per kind of
-//! record, never a tree per space).
+//! every per-space key starts with the 16-byte space ID (one table per kind
+//! of record, never a table per space).
 //!
-//! | tree | key | value |
+//! | table | key | value |
 //! |---|---|---|
 //! | `spaces` | `s` space | `SpaceRecord` |
 //! | `spaces` | `n` name | space |
@@ -19,6 +19,8 @@
 //! | `trash` | space node | `TrashRecord` (a trashed subtree) |
 //! | `receipts` | BLAKE3(space, principal, method, key) | `Receipt` |
 //! | `outbox` | sequence | `IndexJob` (until every worker has it) |
+//! | `queue` | space revision index | `IndexJob` (until it gets a sequence) |
+//! | `meta` | `format`, `outbox.head`, `outbox.pruned` | the store's own marks |
 //!
 //! Paths never contain NUL, so `00` separates a path from its revision and
 //! all revisions of one path sort together, in path byte order.
@@ -125,6 +127,14 @@ pub fn versions_prefix(space: SpaceId, node: NodeId) -> Vec<u8> {
     key
 }
 
+/// The number of a version key.
+pub fn parse_version_number(key: &[u8]) -> crate::error::Result<u64> {
+    key.get(32..40)
+        .and_then(|n| n.try_into().ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| crate::error::Error::internal("malformed version key"))
+}
+
 pub fn blob_meta(hash: &[u8; 32]) -> Vec<u8> {
     let mut key = hash.to_vec();
     key.push(b'm');
@@ -148,6 +158,21 @@ pub fn revlog(space: SpaceId, revision: u64) -> Vec<u8> {
     let mut key = space.to_bytes().to_vec();
     key.extend_from_slice(&revision.to_be_bytes());
     key
+}
+
+/// A queued index job: the `index`th of the commit that made `revision`.
+pub fn queued(space: SpaceId, revision: u64, index: u32) -> Vec<u8> {
+    let mut key = revlog(space, revision);
+    key.extend_from_slice(&index.to_be_bytes());
+    key
+}
+
+pub fn sequence(sequence: u64) -> [u8; 8] {
+    sequence.to_be_bytes()
+}
+
+pub fn parse_sequence(key: &[u8]) -> crate::error::Result<u64> {
+    Ok(u64::from_be_bytes(key.try_into().map_err(|_| crate::error::Error::internal("malformed outbox sequence"))?))
 }
 
 #[cfg(test)]

@@ -1,25 +1,25 @@
-//! The front's versioned store on sled 0.34.
+//! The front's versioned store, written once against the storage
+//! [`engine`] interface.
 //!
 //! Spaces hold a path tree kept as history by revision (etcd-style MVCC):
 //! `current` has each path's latest [`Entry`], `history` every state it had,
 //! keyed by revision, so any retained revision can be read as a consistent
 //! snapshot. File versions are immutable [`VersionRecord`]s; their content is
-//! stored once per BLAKE3 hash. Every mutation is one sled transaction across
-//! trees, serialized per space by a lock stripe, and acknowledged only after a
-//! flush that covers it ([`flusher`]).
+//! stored once per BLAKE3 hash. Every mutation is one engine transaction
+//! across tables, serialized per space by a lock stripe, and acknowledged
+//! only once the engine says it is durable.
 //!
 //! All methods block; callers on the async runtime use [`Store::blocking`].
 
 mod commit;
 pub mod content;
-mod flusher;
+pub mod engine;
 mod generate;
 mod history;
 pub mod keys;
 mod outbox;
 mod receipt;
 pub mod records;
-pub mod seal;
 mod snapshot;
 mod spaces;
 mod structure;
@@ -28,8 +28,10 @@ mod write;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use prost::bytes::Bytes;
+
 pub(crate) use commit::Commit;
-pub use flusher::Durability;
+pub use engine::sled::{Durability, SledEngine, SledOptions};
 pub use generate::Generated;
 pub use history::{Compacted, expired};
 pub use receipt::ReceiptPlan;
@@ -44,18 +46,14 @@ pub use write::{Actor, WriteBody, WriteMode, WriteOp, WriteOutcome, not_text, ve
 use crate::error::{Error, Reason, Result};
 use crate::ids::{NodeId, SpaceId};
 use crate::path::SpacePath;
+use engine::{Engine, Entries, KeyRange, Table, Tx};
 use records::decode;
 
 const FORMAT_KEY: &[u8] = b"format";
 const FORMAT: &[u8] = b"agentvfs-store-1";
 const LOCK_STRIPES: usize = 64;
-
-/// Disk room to reserve per content chunk a change releases: sled's page
-/// rewrites took up to five times the bytes removed (see
-/// [`Store::check_room_to_release`]); this allows eight.
-const REWRITE_PER_CHUNK: u64 = 8 * content::CHUNK_SIZE as u64;
-/// Disk room a releasing change needs besides its rewrites, for its records.
-const RELEASE_SLACK: u64 = 1 << 20;
+/// Revisions of deleted spaces, in `spaces` (a big-endian `u64`).
+const RETIRED_KEY: &[u8] = b"mretired";
 
 /// Size limits the store enforces on content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,35 +101,18 @@ pub struct Store {
 struct Inner {
     /// Counts commits, so followers of the log know when to look again.
     commits: tokio::sync::watch::Sender<u64>,
-    dir: std::path::PathBuf,
-    db: sled::Db,
-    t: Trees,
-    flusher: flusher::Flusher,
+    engine: Box<dyn Engine>,
     stripes: Vec<Mutex<()>>,
-    /// Held while the seal is written (see [`Store::seal`]).
-    sealing: Mutex<()>,
+    /// Held while jobs move from the queue to the outbox (see [`outbox`]).
+    publishing: Mutex<()>,
     limits: StoreLimits,
-}
-
-#[derive(Debug, Clone)]
-struct Trees {
-    spaces: sled::Tree,
-    current: sled::Tree,
-    history: sled::Tree,
-    nodes: sled::Tree,
-    versions: sled::Tree,
-    content: sled::Tree,
-    revlog: sled::Tree,
-    trash: sled::Tree,
-    receipts: sled::Tree,
-    outbox: sled::Tree,
 }
 
 /// Why the store could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    #[error("cannot open the store at {path} (its files db, conf and snap.* may be damaged): {source}")]
-    Sled { path: String, source: sled::Error },
+    #[error("cannot open the store at {path} (its files db, conf and snap.* may be damaged): {detail}")]
+    Engine { path: String, detail: String },
     #[error("the store file {path} is damaged: {detail}; restore the data directory from a backup")]
     Damaged { path: String, detail: String },
     #[error("{path} holds data that is not an agentvfs store (format {found:?})")]
@@ -142,67 +123,50 @@ pub enum OpenError {
     Purge(Error),
     #[error("cannot check or write the store's seal: {0}")]
     Seal(Error),
+    #[error("cannot read the store: {0}")]
+    Read(Error),
 }
 
 impl Store {
-    /// Opens (or creates) the store in `dir`.
+    /// Opens (or creates) the embedded store in `dir`.
     pub fn open(dir: &Path, durability: Durability, limits: StoreLimits) -> Result<Self, OpenError> {
-        let display = dir.display().to_string();
-        let sled_err = |source| OpenError::Sled { path: display.clone(), source };
-        let sealed = seal::read(dir)?;
-        // Before sled, which would start an empty store over a lost file.
-        seal::check_files(dir, sealed)?;
-        let db = sled::Config::new()
-            .path(dir)
-            .cache_capacity(limits.cache_bytes)
-            .mode(sled::Mode::HighThroughput)
-            .open()
-            .map_err(sled_err)?;
-        let tree = |name: &str| db.open_tree(name);
-        let t = Trees {
-            spaces: tree("spaces").map_err(sled_err)?,
-            current: tree("current").map_err(sled_err)?,
-            history: tree("history").map_err(sled_err)?,
-            nodes: tree("nodes").map_err(sled_err)?,
-            versions: tree("versions").map_err(sled_err)?,
-            content: tree("content").map_err(sled_err)?,
-            revlog: tree("revlog").map_err(sled_err)?,
-            trash: tree("trash").map_err(sled_err)?,
-            receipts: tree("receipts").map_err(sled_err)?,
-            outbox: tree("outbox").map_err(sled_err)?,
-        };
-        match db.get(FORMAT_KEY).map_err(sled_err)? {
+        let options =
+            SledOptions { durability, cache_bytes: limits.cache_bytes, min_free_bytes: limits.min_free_bytes };
+        Self::on(Box::new(SledEngine::open(dir, options)?), limits)
+    }
+
+    /// Opens the store kept by `engine`, making it a store if it is empty.
+    pub fn on(engine: Box<dyn Engine>, limits: StoreLimits) -> Result<Self, OpenError> {
+        let display = format!("{engine:?}");
+        match engine.get(Table::Meta, FORMAT_KEY).map_err(OpenError::Read)? {
             Some(found) if found != FORMAT => {
                 return Err(OpenError::Format { path: display, found: String::from_utf8_lossy(&found).into_owned() });
             }
             Some(_) => {}
-            None if !t.spaces.is_empty() => {
-                return Err(OpenError::Format { path: display, found: String::new() });
-            }
             None => {
-                // An empty store where a sealed one was: its files were lost.
-                seal::check(dir, sealed.unwrap_or(0), 0)?;
-                db.insert(FORMAT_KEY, FORMAT).map_err(sled_err)?;
-                db.flush().map_err(sled_err)?;
+                if engine.scan(Table::Spaces, KeyRange::from(Vec::new()), false).next().is_some() {
+                    return Err(OpenError::Format { path: display, found: String::new() });
+                }
+                // An empty store where a sealed one was: its data was lost.
+                engine.check_watermark(0)?;
+                engine
+                    .transact(&mut |tx| tx.put(Table::Meta, FORMAT_KEY, FORMAT))
+                    .and_then(|()| engine.checkpoint(0))
+                    .map_err(OpenError::Seal)?;
             }
         }
-        let flusher = flusher::Flusher::start(db.clone(), durability)?;
         let stripes = (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect();
         let store = Self {
             inner: Arc::new(Inner {
                 commits: tokio::sync::watch::Sender::new(0),
-                dir: dir.to_owned(),
-                db,
-                t,
-                flusher,
+                engine,
                 stripes,
-                sealing: Mutex::new(()),
+                publishing: Mutex::new(()),
                 limits,
             }),
         };
-        if let Some(sealed) = sealed {
-            seal::check(dir, sealed, store.watermark().map_err(OpenError::Seal)?)?;
-        }
+        store.inner.engine.check_watermark(store.watermark().map_err(OpenError::Seal)?)?;
+        store.start_outbox_head().map_err(OpenError::Read)?;
         store.purge_deleted_spaces().map_err(OpenError::Purge)?;
         store.seal().map_err(OpenError::Seal)?;
         Ok(store)
@@ -220,14 +184,14 @@ impl Store {
             .map_err(|e| Error::internal(format!("store task failed: {e}")))?
     }
 
-    /// Resolves once every change committed so far is on disk.
+    /// Resolves once every change committed so far is durable.
     pub async fn durable(&self) -> Result<()> {
-        self.inner.flusher.wait().await
+        self.engine().durable().await
     }
 
-    /// Flushes everything, stops background work and seals the store.
+    /// Makes everything durable, stops background work and seals the store.
     pub fn close(&self) -> Result<()> {
-        self.inner.flusher.shutdown()?;
+        self.engine().shutdown()?;
         self.seal()
     }
 
@@ -235,65 +199,54 @@ impl Store {
         self.inner.limits
     }
 
-    /// Refuses a change of about `incoming` bytes when the disk would be left
-    /// with less than the configured free space.
-    pub fn check_free_space(&self, incoming: u64) -> Result<()> {
-        let available = self.available_bytes()?;
-        // sled may write a value more than once (log, then page) before it compacts.
-        let needed = self.inner.limits.min_free_bytes.saturating_add(incoming.saturating_mul(2));
-        if available < needed {
-            return Err(Error::new(Reason::StorageFull, "The server's storage is full; the change was not saved.")
-                .with("availableBytes", available));
-        }
-        Ok(())
-    }
-
-    /// Refuses a change that releases `chunks` stored content chunks when
-    /// sled could run the disk out of space doing it. Removing content makes
-    /// sled rewrite the pages that held it, and for a while the old and new
-    /// pages both take room: scattered removals from a large store took up
-    /// to five times the bytes removed here. Such a change may use the
-    /// reserve that `min_free_bytes` keeps (that is what it is for), but not
-    /// go past it: once sled has failed a write for want of disk, every later
-    /// write hangs (until the call times out), even after room is freed,
-    /// until the front restarts.
-    pub fn check_room_to_release(&self, chunks: u64) -> Result<()> {
-        if chunks == 0 {
-            return Ok(());
-        }
-        let available = self.available_bytes()?;
-        let mut rewrite = chunks.saturating_mul(REWRITE_PER_CHUNK);
-        if available < rewrite.saturating_add(RELEASE_SLACK) {
-            // sled cannot rewrite more than it holds (looked up only when it matters).
-            rewrite = rewrite.min(self.size_on_disk()?);
-        }
-        let needed = rewrite.saturating_add(RELEASE_SLACK);
-        if available < needed {
-            return Err(Error::new(
-                Reason::StorageFull,
-                "The server's disk is too full to remove this much stored content safely at once.",
-            )
-            .with("availableBytes", available)
-            .with("neededBytes", needed)
-            .next_action("Remove fewer files at a time, or tell an operator to free disk space."));
-        }
-        Ok(())
-    }
-
-    /// Free bytes on the disk of the data directory.
-    fn available_bytes(&self) -> Result<u64> {
-        let stat = rustix::fs::statvfs(&self.inner.dir)
-            .map_err(|e| Error::internal(format!("cannot read free space of the data directory: {e}")))?;
-        Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
+    /// Refuses a change that brings `incoming` new bytes and releases
+    /// `released_chunks` content chunks when the engine cannot take it now.
+    pub fn check_room(&self, incoming: u64, released_chunks: u64) -> Result<()> {
+        self.engine().check_room(incoming, released_chunks)
     }
 
     /// Bytes the store occupies on disk.
     pub fn size_on_disk(&self) -> Result<u64> {
-        Ok(self.inner.db.size_on_disk()?)
+        self.engine().size_on_disk()
     }
 
-    fn trees(&self) -> &Trees {
-        &self.inner.t
+    fn engine(&self) -> &dyn Engine {
+        &*self.inner.engine
+    }
+
+    fn get(&self, table: Table, key: &[u8]) -> Result<Option<Bytes>> {
+        self.engine().get(table, key)
+    }
+
+    fn get_decoded<T: serde::de::DeserializeOwned>(&self, table: Table, key: &[u8]) -> Result<Option<T>> {
+        self.get(table, key)?.map(|raw| decode(&raw)).transpose()
+    }
+
+    /// The entries of `table` in `range`, in key order.
+    fn range(&self, table: Table, range: KeyRange) -> Entries<'_> {
+        self.engine().scan(table, range, false)
+    }
+
+    /// The entries of `table` whose keys start with `prefix`, in key order.
+    fn scan_prefix(&self, table: Table, prefix: &[u8]) -> Entries<'_> {
+        self.range(table, KeyRange::prefix(prefix))
+    }
+
+    fn transact(&self, mut work: impl FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
+        self.engine().transact(&mut work)
+    }
+
+    /// Removes `keys` from `table`, a few hundred per transaction (for
+    /// records nothing reads any more, so not atomically).
+    fn remove_all(&self, table: Table, keys: impl IntoIterator<Item = Bytes>) -> Result<usize> {
+        let mut removed = 0;
+        let mut keys = keys.into_iter().peekable();
+        while keys.peek().is_some() {
+            let batch: Vec<Bytes> = keys.by_ref().take(REMOVE_BATCH).collect();
+            self.transact(|tx| batch.iter().try_for_each(|key| tx.delete(table, key)))?;
+            removed += batch.len();
+        }
+        Ok(removed)
     }
 
     /// Serializes mutations of one space (and of the spaces sharing its stripe).
@@ -321,14 +274,12 @@ impl Store {
     // ------------------------------------------------------------ point reads
 
     pub fn space(&self, id: SpaceId) -> Result<Option<SpaceRecord>> {
-        self.trees().spaces.get(keys::space(id))?.map(|raw| decode(&raw)).transpose()
+        self.get_decoded(Table::Spaces, &keys::space(id))
     }
 
     pub fn space_id_by_name(&self, name: &str) -> Result<Option<SpaceId>> {
         Ok(self
-            .trees()
-            .spaces
-            .get(keys::space_name(name))?
+            .get(Table::Spaces, &keys::space_name(name))?
             .and_then(|raw| <[u8; 16]>::try_from(raw.as_ref()).ok().map(SpaceId::from_bytes)))
     }
 
@@ -342,10 +293,10 @@ impl Store {
             }
             None => keys::space_name(""),
         };
-        self.trees().spaces.range(start..keys::space_name("\u{10ffff}")).filter_map(move |item| {
+        self.range(Table::Spaces, KeyRange::new(start, keys::space_name("\u{10ffff}"))).filter_map(move |item| {
             let (_, id) = match item {
                 Ok(kv) => kv,
-                Err(e) => return Some(Err(e.into())),
+                Err(e) => return Some(Err(e)),
             };
             let id = SpaceId::from_bytes(<[u8; 16]>::try_from(id.as_ref()).ok()?);
             self.space(id).transpose()
@@ -355,17 +306,17 @@ impl Store {
     /// The latest state of `path`, or its state as of `revision`.
     pub fn entry(&self, space: SpaceId, path: &SpacePath, revision: Option<u64>) -> Result<Option<Entry>> {
         match revision {
-            None => self.trees().current.get(keys::current(space, path))?.map(|raw| decode(&raw)).transpose(),
-            Some(revision) => snapshot::entry_at(&self.trees().history, space, path.as_str(), revision),
+            None => self.get_decoded(Table::Current, &keys::current(space, path)),
+            Some(revision) => snapshot::entry_at(self, space, path.as_str(), revision),
         }
     }
 
     pub fn node(&self, id: NodeId) -> Result<Option<NodeRecord>> {
-        self.trees().nodes.get(keys::node(id))?.map(|raw| decode(&raw)).transpose()
+        self.get_decoded(Table::Nodes, &keys::node(id))
     }
 
     pub fn version(&self, space: SpaceId, node: NodeId, version: u64) -> Result<Option<VersionRecord>> {
-        self.trees().versions.get(keys::version(space, node, version))?.map(|raw| decode(&raw)).transpose()
+        self.get_decoded(Table::Versions, &keys::version(space, node, version))
     }
 
     /// Versions of a node, newest first, starting below `before`.
@@ -379,72 +330,92 @@ impl Store {
         let start = keys::version(space, node, 0);
         let end = keys::version(space, node, before.unwrap_or(u64::MAX));
         let mut out = Vec::new();
-        for item in self.trees().versions.range(start..end).rev().take(limit) {
+        for item in self.engine().scan(Table::Versions, KeyRange::new(start, end), true).take(limit) {
             let (key, raw) = item?;
-            let number = u64::from_be_bytes(key[32..40].try_into().map_err(|_| Error::internal("bad version key"))?);
-            out.push((number, decode(&raw)?));
+            out.push((keys::parse_version_number(&key)?, decode(&raw)?));
         }
         Ok(out)
     }
 
     /// The bytes with this hash, verified.
     pub fn content(&self, hash: Hash) -> Result<Vec<u8>> {
-        content::read(&self.trees().content, hash)
+        content::read(self, hash)
     }
 
     /// The receipt of an idempotent call, if one is kept.
     pub fn receipt(&self, key: &[u8; 32]) -> Result<Option<Receipt>> {
-        self.trees().receipts.get(key)?.map(|raw| decode(&raw)).transpose()
+        self.get_decoded(Table::Receipts, key)
     }
 
     /// Keeps a receipt for a call that changed nothing (a change's receipt is
     /// written by its commit, in the same transaction).
     pub fn put_receipt(&self, key: &[u8; 32], receipt: &Receipt) -> Result<()> {
-        self.trees().receipts.insert(key, records::encode(receipt))?;
-        Ok(())
+        let value = records::encode(receipt);
+        self.transact(|tx| tx.put(Table::Receipts, key, &value))
     }
 
     /// Drops receipts created before `cutoff_ms`; returns how many.
     pub fn prune_receipts(&self, cutoff_ms: i64) -> Result<usize> {
-        let mut pruned = 0;
-        for item in self.trees().receipts.iter() {
+        let mut expired = Vec::new();
+        for item in self.range(Table::Receipts, KeyRange::from(Vec::new())) {
             let (key, value) = item?;
-            let receipt: Receipt = decode(&value)?;
-            if receipt.created_ms < cutoff_ms {
-                self.trees().receipts.remove(key)?;
-                pruned += 1;
+            if decode::<Receipt>(&value)?.created_ms < cutoff_ms {
+                expired.push(key);
             }
         }
-        Ok(pruned)
+        self.remove_all(Table::Receipts, expired)
     }
 
     /// The bytes with this hash, not hashed again (for workers, which may
     /// hash them themselves); `None` when no content has this hash.
     pub fn content_unverified(&self, hash: Hash) -> Result<Option<Vec<u8>>> {
-        content::read_if_stored(&self.trees().content, hash)
+        content::read_if_stored(self, hash)
     }
 
     /// [`Store::content_unverified`] as the stored chunks, without copying them.
-    pub fn content_chunks_unverified(&self, hash: Hash) -> Result<Option<Vec<prost::bytes::Bytes>>> {
-        let chunks = content::read_chunks_if_stored(&self.trees().content, hash)?;
-        Ok(chunks.map(|chunks| chunks.into_iter().map(prost::bytes::Bytes::from_owner).collect()))
+    pub fn content_chunks_unverified(&self, hash: Hash) -> Result<Option<Vec<Bytes>>> {
+        content::read_chunks_if_stored(self, hash)
     }
 
     /// A reader of the content with this hash, a run of chunks at a time;
     /// DATA_LOSS when no content has this hash.
     pub fn content_reader(&self, hash: Hash) -> Result<content::ChunkReader> {
-        content::ChunkReader::open(&self.trees().content, hash)
+        content::ChunkReader::open(self, hash)
     }
 
     /// The next run of at most `max` chunks of `reader`'s content (see
     /// [`content::ChunkReader::next_run`]).
     pub fn read_content_run(&self, reader: &mut content::ChunkReader, max: u32) -> Result<Vec<Vec<u8>>> {
-        reader.next_run(&self.trees().content, max)
+        reader.next_run(self, max)
     }
 
     /// One page of a snapshot walk; see [`ScanOptions`].
     pub fn scan(&self, space: SpaceId, options: &ScanOptions<'_>) -> Result<ScanPage> {
-        snapshot::scan(&self.trees().history, space, options)
+        snapshot::scan(self, space, options)
+    }
+
+    /// Every change the store has committed: the live spaces' revisions
+    /// plus those of deleted spaces (moved under [`RETIRED_KEY`] by the
+    /// deletion itself), so it never goes down. An engine that seals the
+    /// store records it (see [`engine::sled::seal`]).
+    pub(crate) fn watermark(&self) -> Result<u64> {
+        let mut total = self.retired()?;
+        for item in self.scan_prefix(Table::Spaces, b"s") {
+            total += decode::<SpaceRecord>(&item?.1)?.revision;
+        }
+        Ok(total)
+    }
+
+    /// Revisions of deleted spaces (see [`Store::watermark`]).
+    fn retired(&self) -> Result<u64> {
+        retired_count(self.get(Table::Spaces, RETIRED_KEY)?)
+    }
+
+    /// Seals what is committed now: computes the watermark, then has the
+    /// engine make everything durable and record it.
+    pub fn seal(&self) -> Result<()> {
+        let watermark = self.watermark()?;
+        self.engine().checkpoint(watermark)
     }
 
     /// Refuses a revision that is compacted away or not yet written.
@@ -474,29 +445,12 @@ impl Store {
 #[cfg(test)]
 mod tests;
 
-// sled's errors become the store's here, so that no sled type leaves it.
+/// Records removed by [`Store::remove_all`] per transaction.
+const REMOVE_BATCH: usize = 512;
 
-impl From<sled::Error> for Error {
-    fn from(error: sled::Error) -> Error {
-        if let sled::Error::Io(io) = &error
-            && is_storage_full(io)
-        {
-            return Error::new(Reason::StorageFull, "The server's storage is full; the change was not saved.");
-        }
-        Error::internal(format!("store: {error}"))
+fn retired_count(raw: Option<Bytes>) -> Result<u64> {
+    match raw {
+        Some(raw) => Ok(u64::from_be_bytes(raw.as_ref().try_into().map_err(|_| Error::internal("bad retired count"))?)),
+        None => Ok(0),
     }
-}
-
-impl From<sled::transaction::TransactionError<Error>> for Error {
-    fn from(error: sled::transaction::TransactionError<Error>) -> Error {
-        match error {
-            sled::transaction::TransactionError::Abort(error) => error,
-            sled::transaction::TransactionError::Storage(error) => error.into(),
-        }
-    }
-}
-
-fn is_storage_full(error: &std::io::Error) -> bool {
-    // ENOSPC (28) and EDQUOT (122) on Linux.
-    error.kind() == std::io::ErrorKind::StorageFull || matches!(error.raw_os_error(), Some(28 | 122))
 }

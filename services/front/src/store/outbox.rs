@@ -1,24 +1,38 @@
 //! The index outbox: jobs written with the changes they describe, read by
-//! the delivery task, removed once every worker has them.
-
-use sled::transaction::ConflictableTransactionError;
+//! the delivery task in sequence order, removed once every worker has them.
+//!
+//! A commit queues its jobs under its space and revision (`queue`), so that
+//! commits of different spaces share no record: nothing serializes them.
+//! Jobs get their sequence when they are published: moved from the queue
+//! into the outbox, at the head, by one transaction at a time (the head is
+//! read and written by each), in the order of one snapshot of the queue.
+//! A snapshot that holds a space's job holds every earlier job of that
+//! space (that commit came first), so each space's jobs keep their revision
+//! order; and since only publishing writes the outbox, a job never appears
+//! behind one that delivery has passed. Reading the outbox publishes first.
 
 use super::Store;
-use super::records::{Entry, IndexJob, IndexOp, SpaceRecord, decode, encode};
+use super::engine::{KeyRange, Table};
+use super::keys::{self, parse_sequence};
+use super::records::{Entry, IndexJob, IndexOp, SpaceRecord, decode, encode, now_ms};
 use crate::error::{Error, Result};
 use crate::ids::SpaceId;
 
-/// Where the mark of [`Store::outbox_pruned`] is kept, in sled's default tree.
+/// The highest sequence handed out, in `meta`.
+const HEAD_KEY: &[u8] = b"outbox.head";
+/// The highest sequence pruning has passed, in `meta`.
 const PRUNED_KEY: &[u8] = b"outbox.pruned";
+/// Queued jobs published per transaction.
+const PUBLISH_BATCH: usize = 1024;
 
 impl Store {
     /// Up to `limit` jobs after sequence `after`, in order.
     pub fn outbox_after(&self, after: u64, limit: usize) -> Result<Vec<(u64, IndexJob)>> {
-        let start = (after + 1).to_be_bytes();
+        self.publish(Vec::new())?;
         let mut out = Vec::new();
-        for item in self.trees().outbox.range(start..).take(limit) {
+        for item in self.range(Table::Outbox, KeyRange::from(keys::sequence(after + 1))).take(limit) {
             let (key, value) = item?;
-            out.push((sequence_of(&key)?, decode(&value)?));
+            out.push((parse_sequence(&key)?, decode(&value)?));
         }
         Ok(out)
     }
@@ -26,52 +40,47 @@ impl Store {
     /// Seconds since the oldest job after `acked` was queued (0 when none waits).
     pub fn outbox_lag_seconds(&self, acked: u64) -> Result<f64> {
         Ok(match self.outbox_after(acked, 1)?.first() {
-            Some((_, job)) => (super::records::now_ms() - job.queued_ms).max(0) as f64 / 1000.0,
+            Some((_, job)) => (now_ms() - job.queued_ms).max(0) as f64 / 1000.0,
             None => 0.0,
         })
     }
 
     /// The first and last sequence in the outbox.
     pub fn outbox_bounds(&self) -> Result<Option<(u64, u64)>> {
-        let t = &self.trees().outbox;
-        match (t.first()?, t.last()?) {
-            (Some((first, _)), Some((last, _))) => Ok(Some((sequence_of(&first)?, sequence_of(&last)?))),
+        self.publish(Vec::new())?;
+        let all = || KeyRange::from(Vec::new());
+        let first = self.engine().scan(Table::Outbox, all(), false).next().transpose()?;
+        let last = self.engine().scan(Table::Outbox, all(), true).next().transpose()?;
+        match (first, last) {
+            (Some((first, _)), Some((last, _))) => Ok(Some((parse_sequence(&first)?, parse_sequence(&last)?))),
             _ => Ok(None),
         }
     }
 
-    /// The highest sequence ever handed out (0 before the first job): the
-    /// last job, or the pruning mark when pruning emptied the outbox. The
-    /// bounds are read first: pruning marks its position before removing
-    /// jobs, so an outbox found empty has its last sequence in the mark.
+    /// The highest sequence ever handed out (0 before the first job), also
+    /// after pruning emptied the outbox.
     pub fn outbox_head(&self) -> Result<u64> {
-        let last = self.outbox_bounds()?.map_or(0, |(_, last)| last);
-        Ok(last.max(self.outbox_pruned()?))
+        self.publish(Vec::new())?;
+        mark(self.get(Table::Meta, HEAD_KEY)?)
     }
 
     /// Removes jobs up to and including `upto`.
     pub fn prune_outbox(&self, upto: u64) -> Result<usize> {
-        let t = &self.trees().outbox;
         if upto > self.outbox_pruned()? {
-            // Before the jobs go: sled recovers a prefix of its writes, so
-            // no job is ever gone without the mark that says so.
-            self.inner.db.insert(PRUNED_KEY, &upto.to_be_bytes())?;
+            // Before the jobs go, so that no job is ever gone without the
+            // mark that says so.
+            self.transact(|tx| tx.put(Table::Meta, PRUNED_KEY, &upto.to_be_bytes()))?;
         }
-        let mut removed = 0;
-        for item in t.range(..=upto.to_be_bytes()) {
-            t.remove(item?.0)?;
-            removed += 1;
-        }
-        Ok(removed)
+        let range = KeyRange::through(Vec::new(), &keys::sequence(upto));
+        let sequences = self.range(Table::Outbox, range).map(|item| item.map(|(key, _)| key));
+        let sequences: Vec<_> = sequences.collect::<Result<_>>()?;
+        self.remove_all(Table::Outbox, sequences)
     }
 
     /// The highest sequence pruning has passed: a worker whose index is
     /// older may have missed jobs that are gone and must be rebuilt.
     pub fn outbox_pruned(&self) -> Result<u64> {
-        Ok(match self.inner.db.get(PRUNED_KEY)? {
-            Some(value) => sequence_of(&value)?,
-            None => 0,
-        })
+        mark(self.get(Table::Meta, PRUNED_KEY)?)
     }
 
     /// Queues a rebuild of one space's index: drop it, then every live file.
@@ -81,30 +90,73 @@ impl Store {
         // reading its files and queueing them.
         let _guard = self.lock_space(space);
         let record: SpaceRecord = self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
-        let now = super::records::now_ms();
-        let mut jobs =
-            vec![IndexJob { space, revision: record.revision, node: None, op: IndexOp::DropSpace, queued_ms: now }];
+        let mut jobs = vec![IndexJob {
+            space,
+            revision: record.revision,
+            node: None,
+            op: IndexOp::DropSpace,
+            queued_ms: now_ms(),
+        }];
         jobs.extend(self.live_files(space, record.revision)?);
-        let encoded: Vec<Vec<u8>> = jobs.iter().map(encode).collect();
-        // Sequences are taken inside the transaction that inserts them: sled
-        // runs transactions one at a time, so a job with a lower sequence is
-        // never inserted after one with a higher sequence, which delivery
-        // may already have passed.
-        self.trees().outbox.transaction(|outbox| {
-            for job in &encoded {
-                let sequence = outbox.generate_id()? + 1;
-                outbox.insert(&sequence.to_be_bytes(), job.as_slice())?;
-            }
-            Ok::<_, ConflictableTransactionError<Error>>(())
-        })?;
+        let count = jobs.len();
+        // Published with the space's queued jobs, after them.
+        self.publish(jobs)?;
         self.inner.commits.send_modify(|count| *count += 1);
-        Ok(jobs.len())
+        Ok(count)
+    }
+
+    /// Starts the head of a store written before jobs were queued, whose
+    /// outbox was sequenced as jobs were committed.
+    pub(super) fn start_outbox_head(&self) -> Result<()> {
+        if self.get(Table::Meta, HEAD_KEY)?.is_some() {
+            return Ok(());
+        }
+        let last = match self.engine().scan(Table::Outbox, KeyRange::from(Vec::new()), true).next() {
+            Some(item) => parse_sequence(&item?.0)?,
+            None => 0,
+        };
+        let head = last.max(self.outbox_pruned()?);
+        self.transact(|tx| tx.put(Table::Meta, HEAD_KEY, &head.to_be_bytes()))
+    }
+
+    /// Moves every queued job into the outbox, then appends `extra`; see the
+    /// module docs.
+    fn publish(&self, extra: Vec<IndexJob>) -> Result<()> {
+        let _one_at_a_time = self.inner.publishing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut extra: Vec<Vec<u8>> = extra.iter().map(encode).collect();
+        loop {
+            let queued = self.engine().scan_snapshot(Table::Queue, PUBLISH_BATCH)?;
+            let last = queued.len() < PUBLISH_BATCH;
+            if queued.is_empty() && extra.is_empty() {
+                return Ok(());
+            }
+            let appended = if last { std::mem::take(&mut extra) } else { Vec::new() };
+            self.transact(|tx| {
+                let mut head = mark(tx.get(Table::Meta, HEAD_KEY)?)?;
+                for (key, job) in &queued {
+                    // Another publisher may have moved it meanwhile.
+                    if tx.get(Table::Queue, key)?.is_some() {
+                        tx.delete(Table::Queue, key)?;
+                        head += 1;
+                        tx.put(Table::Outbox, &keys::sequence(head), job)?;
+                    }
+                }
+                for job in &appended {
+                    head += 1;
+                    tx.put(Table::Outbox, &keys::sequence(head), job)?;
+                }
+                tx.put(Table::Meta, HEAD_KEY, &head.to_be_bytes())
+            })?;
+            if last {
+                return Ok(());
+            }
+        }
     }
 
     /// Upserts for every live file of a space, for rebuilding an index.
     pub fn live_files(&self, space: SpaceId, revision: u64) -> Result<Vec<IndexJob>> {
         let mut jobs = Vec::new();
-        for item in self.trees().current.scan_prefix(space.to_bytes()) {
+        for item in self.scan_prefix(Table::Current, &space.to_bytes()) {
             let (key, value) = item?;
             let entry: Entry = decode(&value)?;
             if entry.is_dir() {
@@ -112,7 +164,7 @@ impl Store {
             }
             let path = String::from_utf8_lossy(&key[16..]).into_owned();
             let op = IndexOp::Upsert { path, version: entry.version, hash: entry.hash, is_text: entry.is_text };
-            jobs.push(IndexJob { space, revision, node: Some(entry.node), op, queued_ms: super::records::now_ms() });
+            jobs.push(IndexJob { space, revision, node: Some(entry.node), op, queued_ms: now_ms() });
         }
         Ok(jobs)
     }
@@ -123,6 +175,7 @@ impl Store {
     }
 }
 
-fn sequence_of(key: &[u8]) -> Result<u64> {
-    Ok(u64::from_be_bytes(key.try_into().map_err(|_| Error::internal("malformed outbox key"))?))
+/// A sequence kept in `meta` (0 when never written).
+fn mark(raw: Option<prost::bytes::Bytes>) -> Result<u64> {
+    raw.map_or(Ok(0), |raw| parse_sequence(&raw))
 }

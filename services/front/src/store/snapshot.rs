@@ -7,18 +7,19 @@
 
 use std::ops::ControlFlow;
 
-use super::keys;
+use super::engine::{KeyRange, Table};
 use super::records::{Entry, decode};
+use super::{Store, keys};
 use crate::error::{Error, Result};
 use crate::ids::SpaceId;
 use crate::path::SpacePath;
 
 /// The state of `path` as of `revision`.
-pub fn entry_at(history: &sled::Tree, space: SpaceId, path: &str, revision: u64) -> Result<Option<Entry>> {
+pub fn entry_at(store: &Store, space: SpaceId, path: &str, revision: u64) -> Result<Option<Entry>> {
     let start = keys::history_prefix(space, path);
-    let mut end = start.clone();
-    end.extend_from_slice(&revision.to_be_bytes());
-    match history.range(start..=end).next_back() {
+    let mut last = start.clone();
+    last.extend_from_slice(&revision.to_be_bytes());
+    match store.engine().scan(Table::History, KeyRange::through(start, &last), true).next() {
         Some(item) => decode::<Option<Entry>>(&item?.1),
         None => Ok(None),
     }
@@ -67,7 +68,7 @@ struct Group {
 }
 
 /// Walks `options.root` as of `options.revision`; see [`ScanOptions`].
-pub fn scan(history: &sled::Tree, space: SpaceId, options: &ScanOptions<'_>) -> Result<ScanPage> {
+pub fn scan(store: &Store, space: SpaceId, options: &ScanOptions<'_>) -> Result<ScanPage> {
     let (range_start, end) = keys::subtree_range(space, options.root);
     let mut start = range_start;
     if let Some(after) = options.after {
@@ -83,14 +84,14 @@ pub fn scan(history: &sled::Tree, space: SpaceId, options: &ScanOptions<'_>) -> 
     let mut examined = 0usize;
 
     'seek: loop {
-        for item in history.range(start.clone()..end.clone()) {
+        for item in store.range(Table::History, KeyRange::new(start.clone(), end.clone())) {
             let (key, value) = item?;
             examined += 1;
             let (path, revision) = keys::parse_history(&key).ok_or_else(|| Error::internal("malformed history key"))?;
             if group.as_ref().is_none_or(|g| g.path != path) {
                 if let Some(done) = group.take() {
                     if close(done, options, &mut page).is_break() {
-                        return finish(history, space, &end, page);
+                        return finish(store, space, &end, page);
                     }
                     if examined > options.budget {
                         return Ok(page);
@@ -120,7 +121,7 @@ pub fn scan(history: &sled::Tree, space: SpaceId, options: &ScanOptions<'_>) -> 
     if let Some(done) = group.take()
         && close(done, options, &mut page).is_break()
     {
-        return finish(history, space, &end, page);
+        return finish(store, space, &end, page);
     }
     page.resume_after = None;
     Ok(page)
@@ -139,9 +140,9 @@ fn close(group: Group, options: &ScanOptions<'_>, page: &mut ScanPage) -> Contro
 }
 
 /// A full page: keep the resume point only if anything follows it.
-fn finish(history: &sled::Tree, space: SpaceId, end: &[u8], mut page: ScanPage) -> Result<ScanPage> {
+fn finish(store: &Store, space: SpaceId, end: &[u8], mut page: ScanPage) -> Result<ScanPage> {
     if let Some(after) = &page.resume_after
-        && history.range(keys::after_path(space, after)..end.to_vec()).next().is_none()
+        && store.range(Table::History, KeyRange::new(keys::after_path(space, after), end)).next().is_none()
     {
         page.resume_after = None;
     }

@@ -2,13 +2,11 @@
 
 use std::sync::Arc;
 
-use sled::Transactional;
-use sled::transaction::ConflictableTransactionError;
-
 use super::commit::Commit;
+use super::engine::Table;
 use super::receipt::ReceiptPlan;
 use super::records::{Entry, Hash, Quota, Role, SpaceRecord, Usage, VersionRecord, decode, now_ms};
-use super::{Store, content, keys};
+use super::{RETIRED_KEY, Store, content, keys, retired_count};
 use crate::error::{Error, Reason, Result};
 use crate::ids::SpaceId;
 use crate::path::SpacePath;
@@ -134,7 +132,6 @@ impl Store {
         let space = {
             let _guard = self.lock_space(id);
             let space = self.space(id)?.ok_or_else(|| Error::space_not_found(&id.to_string()))?;
-            let t = self.trees();
             let receipt = receipt.map(|receipt| {
                 let (key, receipt) = receipt.seal(&space);
                 (key, super::records::encode(&receipt))
@@ -146,22 +143,22 @@ impl Store {
                 op: super::records::IndexOp::DropSpace,
                 queued_ms: now_ms(),
             });
-            (&t.spaces, &t.receipts, &t.outbox).transaction(|(spaces, receipts, outbox)| {
-                let sequence = outbox.generate_id()? + 1;
-                outbox.insert(&sequence.to_be_bytes(), drop_job.as_slice())?;
-                spaces.remove(keys::space(id))?;
-                spaces.remove(keys::space_name(&space.name))?;
-                spaces.insert(keys::deleted_space(id), &[])?;
-                // The space's changes stay counted (see `seal`).
-                let retired = match spaces.get(super::seal::RETIRED_KEY)? {
-                    Some(raw) => raw.as_ref().try_into().map_or(0, u64::from_be_bytes),
-                    None => 0,
+            self.transact(|tx| {
+                let Some(stored) = tx.get(Table::Spaces, &keys::space(id))? else {
+                    return Err(Error::space_not_found(&id.to_string()));
                 };
-                spaces.insert(super::seal::RETIRED_KEY, &(retired + space.revision).to_be_bytes())?;
+                let stored: SpaceRecord = decode(&stored)?;
+                tx.put(Table::Queue, &keys::queued(id, stored.revision + 1, 0), &drop_job)?;
+                tx.delete(Table::Spaces, &keys::space(id))?;
+                tx.delete(Table::Spaces, &keys::space_name(&space.name))?;
+                tx.put(Table::Spaces, &keys::deleted_space(id), &[])?;
+                // The space's changes stay counted (see `Store::watermark`).
+                let retired = retired_count(tx.get(Table::Spaces, RETIRED_KEY)?)?;
+                tx.put(Table::Spaces, RETIRED_KEY, &(retired + stored.revision).to_be_bytes())?;
                 if let Some((key, value)) = &receipt {
-                    receipts.insert(key.as_slice(), value.as_slice())?;
+                    tx.put(Table::Receipts, key, value)?;
                 }
-                Ok::<_, ConflictableTransactionError<Error>>(())
+                Ok(())
             })?;
             // Wakes followers of the space's log, which then find it gone.
             self.inner.commits.send_modify(|count| *count += 1);
@@ -173,13 +170,12 @@ impl Store {
 
     /// Finishes purging spaces whose deletion was interrupted.
     pub(super) fn purge_deleted_spaces(&self) -> Result<()> {
-        let pending: Vec<SpaceId> = self
-            .trees()
-            .spaces
-            .scan_prefix([b'd'])
-            .keys()
-            .filter_map(|key| key.ok().and_then(|k| <[u8; 16]>::try_from(&k[1..]).ok()).map(SpaceId::from_bytes))
-            .collect();
+        let mut pending = Vec::new();
+        for item in self.scan_prefix(Table::Spaces, b"d") {
+            if let Ok(id) = <[u8; 16]>::try_from(&item?.0[1..]) {
+                pending.push(SpaceId::from_bytes(id));
+            }
+        }
         for id in pending {
             tracing::info!(space = %id, "resuming purge of a deleted space");
             self.purge_space(id)?;
@@ -188,42 +184,45 @@ impl Store {
     }
 
     /// Purges a deleted space's data. On a disk too full to release its
-    /// content safely (see [`Store::check_room_to_release`]) it stops, and
-    /// the purge resumes at the next open.
+    /// content safely (see [`Store::check_room`]) it stops, and the purge
+    /// resumes at the next open.
     fn purge_space(&self, id: SpaceId) -> Result<()> {
-        let t = self.trees();
         let prefix = id.to_bytes();
         // Versions first, each with its content reference, so content is
         // released exactly once even if the purge is interrupted.
-        for item in t.versions.scan_prefix(prefix) {
+        for item in self.scan_prefix(Table::Versions, &prefix) {
             let (key, value) = item?;
             let size = decode::<VersionRecord>(&value)?.size;
-            if let Err(error) = self.check_room_to_release(size.div_ceil(content::CHUNK_SIZE as u64)) {
+            if let Err(error) = self.check_room(0, size.div_ceil(content::CHUNK_SIZE as u64)) {
                 tracing::warn!(space = %id, %error, "purge of a deleted space paused; it resumes at the next start");
                 return Ok(());
             }
-            (&t.versions, &t.content).transaction(|(versions, content)| {
-                if let Some(raw) = versions.remove(key.as_ref())? {
-                    let record: VersionRecord = decode(&raw).map_err(ConflictableTransactionError::Abort)?;
-                    content::drop_ref(content, record.hash)?;
+            self.transact(|tx| {
+                if let Some(raw) = tx.get(Table::Versions, &key)? {
+                    let record: VersionRecord = decode(&raw)?;
+                    tx.delete(Table::Versions, &key)?;
+                    content::drop_ref(tx, record.hash)?;
                 }
                 Ok(())
             })?;
         }
-        for item in t.history.scan_prefix(prefix) {
+        let mut nodes = Vec::new();
+        let mut history = Vec::new();
+        for item in self.scan_prefix(Table::History, &prefix) {
             let (key, value) = item?;
             if let Some(entry) = decode::<Option<Entry>>(&value)? {
-                t.nodes.remove(keys::node(entry.node))?;
+                nodes.push(keys::node(entry.node).into());
             }
-            t.history.remove(key)?;
+            history.push(key);
         }
-        for tree in [&t.current, &t.revlog, &t.trash] {
-            for key in tree.scan_prefix(prefix).keys() {
-                tree.remove(key?)?;
-            }
+        self.remove_all(Table::Nodes, nodes)?;
+        self.remove_all(Table::History, history)?;
+        for table in [Table::Current, Table::Revlog, Table::Trash] {
+            let keys: Vec<_> =
+                self.scan_prefix(table, &prefix).map(|item| item.map(|(key, _)| key)).collect::<Result<_>>()?;
+            self.remove_all(table, keys)?;
         }
-        t.spaces.remove(keys::functions(id))?;
-        t.spaces.remove(keys::deleted_space(id))?;
+        self.remove_all(Table::Spaces, [keys::functions(id).into(), keys::deleted_space(id).into()])?;
         Ok(())
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::commit::{Commit, NewVersion, Purge};
+use super::engine::{KeyRange, Table};
 use super::records::{Change, ChangeKind, Entry, Kind, NodeRecord, SpaceRecord, TrashRecord, VersionRecord, decode};
 use super::{Store, keys};
 use crate::error::{Error, Reason, Result};
@@ -79,7 +80,7 @@ impl Store {
     /// The most recently trashed subtree whose root was at `path`.
     pub fn trashed_at(&self, space: SpaceId, path: &SpacePath) -> Result<Option<NodeId>> {
         let mut best: Option<(u64, NodeId)> = None;
-        for item in self.trees().trash.scan_prefix(space.to_bytes()) {
+        for item in self.scan_prefix(Table::Trash, &space.to_bytes()) {
             let (key, value) = item?;
             let record: TrashRecord = decode(&value)?;
             let node = <[u8; 16]>::try_from(&key[16..])
@@ -94,7 +95,7 @@ impl Store {
 
     /// The trash record of a node, if it is in the trash.
     pub fn trashed(&self, space: SpaceId, node: NodeId) -> Result<Option<TrashRecord>> {
-        self.trees().trash.get(keys::trash(space, node))?.map(|raw| decode(&raw)).transpose()
+        self.get_decoded(Table::Trash, &keys::trash(space, node))
     }
 }
 
@@ -126,7 +127,7 @@ impl Commit {
             found.insert(path.clone(), entry);
         }
         let (start, end) = keys::subtree_range(self.space.id, path);
-        for item in store.trees().current.range(start..end) {
+        for item in store.range(Table::Current, KeyRange::new(start, end)) {
             let (key, value) = item?;
             let stored = std::str::from_utf8(&key[16..]).map_err(|_| Error::internal("malformed current key"))?;
             found.insert(SpacePath::from_stored(stored.to_owned()), decode(&value)?);
@@ -275,11 +276,10 @@ impl Commit {
     }
 
     fn purge_node(&mut self, store: &Store, path: &SpacePath, node: NodeId) -> Result<()> {
-        let t = store.trees();
-        for item in t.history.scan_prefix(keys::history_prefix(self.space.id, path.as_str())) {
+        for item in store.scan_prefix(Table::History, &keys::history_prefix(self.space.id, path.as_str())) {
             self.purge.push(Purge::History(item?.0.to_vec()));
         }
-        for item in t.versions.scan_prefix(keys::versions_prefix(self.space.id, node)) {
+        for item in store.scan_prefix(Table::Versions, &keys::versions_prefix(self.space.id, node)) {
             let (key, value) = item?;
             let record: VersionRecord = decode(&value)?;
             self.purge.push(Purge::Version { key: key.to_vec(), hash: record.hash, size: record.size });
@@ -338,10 +338,10 @@ impl Commit {
             self.change(ChangeKind::Moved, &SpacePath::root(), Some(p), entry);
             if !entry.is_dir() {
                 let mut numbers = Vec::new();
-                for item in store.trees().versions.scan_prefix(keys::versions_prefix(self.space.id, entry.node)) {
+                let versions = keys::versions_prefix(self.space.id, entry.node);
+                for item in store.scan_prefix(Table::Versions, &versions) {
                     let (key, value) = item?;
-                    let number =
-                        u64::from_be_bytes(key[32..40].try_into().map_err(|_| Error::internal("bad version key"))?);
+                    let number = keys::parse_version_number(&key)?;
                     numbers.push((number, decode::<VersionRecord>(&value)?));
                 }
                 numbers.extend(self.planned_versions_of(entry.node).map(|v| (v.number, v.record.clone())));

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
+use super::engine::Engine as _;
 use super::*;
 use crate::error::Reason;
 
@@ -132,8 +133,8 @@ fn try_open(dir: &std::path::Path) -> Result<Store, OpenError> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         match Store::open(dir, Durability::Group, StoreLimits::default()) {
-            Err(OpenError::Sled { source, .. })
-                if source.to_string().contains("could not acquire lock") && std::time::Instant::now() < deadline =>
+            Err(OpenError::Engine { detail, .. })
+                if detail.contains("could not acquire lock") && std::time::Instant::now() < deadline =>
             {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
@@ -312,16 +313,10 @@ fn deleting_a_space_frees_its_content_and_its_name() {
     store.delete_space(gone.id, None).unwrap();
     assert!(store.space(gone.id).unwrap().is_none());
     assert!(store.space_id_by_name("gone").unwrap().is_none());
-    assert!(
-        content::read_if_stored(&store.trees().content, shared.hash).unwrap().is_some(),
-        "still used by another space"
-    );
-    assert!(
-        content::read_if_stored(&store.trees().content, only.hash).unwrap().is_none(),
-        "freed with its last version"
-    );
+    assert!(content::read_if_stored(&store, shared.hash).unwrap().is_some(), "still used by another space");
+    assert!(content::read_if_stored(&store, only.hash).unwrap().is_none(), "freed with its last version");
     assert!(store.node(only.node).unwrap().is_none());
-    assert_eq!(store.trees().history.scan_prefix(gone.id.to_bytes()).count(), 0);
+    assert_eq!(store.scan_prefix(Table::History, &gone.id.to_bytes()).count(), 0);
     store.create_space(new("gone"), None).unwrap();
 }
 
@@ -334,24 +329,26 @@ fn large_content_is_chunked_and_verified() {
     let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let outcome = overwrite(&store, space.id, "/big.bin", &body);
     assert_eq!(store.content(outcome.hash).unwrap(), body);
-    let chunks = store.trees().content.scan_prefix(outcome.hash.0).count();
+    let chunks = store.scan_prefix(Table::Content, &outcome.hash.0).count();
     assert_eq!(chunks, 1 + body.len().div_ceil(content::CHUNK_SIZE));
     assert_eq!(store.content_unverified(outcome.hash).unwrap(), Some(body.clone()));
     assert_eq!(store.content_unverified(crate::store::Hash::of(b"never stored")).unwrap(), None);
     // A lost chunk is DATA_LOSS for the unverified reader too.
-    let second = store.trees().content.remove(keys::blob_chunk(&outcome.hash.0, 1)).unwrap().unwrap();
+    let second_key = keys::blob_chunk(&outcome.hash.0, 1);
+    let second = store.get(Table::Content, &second_key).unwrap().unwrap();
+    store.transact(|tx| tx.delete(Table::Content, &second_key)).unwrap();
     assert_eq!(store.content_unverified(outcome.hash).unwrap_err().reason, Reason::DataLoss);
-    store.trees().content.insert(keys::blob_chunk(&outcome.hash.0, 1), second).unwrap();
+    store.transact(|tx| tx.put(Table::Content, &second_key, &second)).unwrap();
     assert_eq!(store.content_unverified(outcome.hash).unwrap(), Some(body.clone()));
     // A damaged chunk is DATA_LOSS, never wrong bytes.
-    store.trees().content.insert(keys::blob_chunk(&outcome.hash.0, 1), &b"tampered"[..]).unwrap();
+    store.transact(|tx| tx.put(Table::Content, &second_key, b"tampered")).unwrap();
     assert_eq!(store.content(outcome.hash).unwrap_err().reason, Reason::DataLoss);
 
     // Content of one chunk: read whole, and its lost chunk is DATA_LOSS too.
     let small = b"one chunk".to_vec();
     let outcome = overwrite(&store, space.id, "/small.txt", &small);
     assert_eq!(store.content_unverified(outcome.hash).unwrap(), Some(small));
-    store.trees().content.remove(keys::blob_chunk(&outcome.hash.0, 0)).unwrap().unwrap();
+    store.transact(|tx| tx.delete(Table::Content, &keys::blob_chunk(&outcome.hash.0, 0))).unwrap();
     assert_eq!(store.content_unverified(outcome.hash).unwrap_err().reason, Reason::DataLoss);
 }
 
@@ -359,9 +356,10 @@ fn large_content_is_chunked_and_verified() {
 fn a_directory_that_is_not_a_store_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let db = sled::open(dir.path()).unwrap();
-        db.insert(FORMAT_KEY, &b"something-else"[..]).unwrap();
-        db.flush().unwrap();
+        let options = SledOptions { durability: Durability::Group, cache_bytes: 1 << 20, min_free_bytes: 0 };
+        let engine = SledEngine::open(dir.path(), options).unwrap();
+        engine.transact(&mut |tx| tx.put(Table::Meta, FORMAT_KEY, b"something-else")).unwrap();
+        engine.shutdown().unwrap();
     }
     let error = try_open(dir.path()).unwrap_err();
     assert!(matches!(error, OpenError::Format { .. }), "{error}");

@@ -8,25 +8,19 @@
 //! or overwritten `db` file opens as a store that lacks acknowledged changes,
 //! or as an empty one. The seal tells the two apart.
 //!
-//! The *watermark* counts every change ever committed: the sum of the live
-//! spaces' revisions plus those of deleted spaces (kept in `spaces` under
-//! [`RETIRED_KEY`], moved there by the deletion itself), so it never goes
-//! down. It is computed, then the store is flushed, then the seal is written
-//! (to a temporary file, synced, renamed): a sealed watermark is always on
-//! disk. At open, a store whose watermark is below its seal's lost data.
+//! The *watermark* counts every change ever committed (the store computes
+//! it: [`crate::store::Store::watermark`]), so it never goes down. It is
+//! computed, then the store is flushed, then the seal is written (to a
+//! temporary file, synced, renamed): a sealed watermark is always on disk.
+//! At open, a store whose watermark is below its seal's lost data.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::records::{SpaceRecord, decode};
-use super::{OpenError, Store};
-use crate::error::{Error, Result};
+use crate::store::OpenError;
 
 /// The seal's file name in the data directory.
 pub const FILE: &str = "agentvfs.seal";
-
-/// Revisions of deleted spaces, in `spaces` (a big-endian `u64`).
-pub const RETIRED_KEY: &[u8] = b"mretired";
 
 fn path(dir: &Path) -> PathBuf {
     dir.join(FILE)
@@ -73,34 +67,7 @@ pub fn damaged(path: &Path, detail: String) -> OpenError {
     OpenError::Damaged { path: path.display().to_string(), detail }
 }
 
-impl Store {
-    /// Every change the store has committed (see the module docs).
-    pub(crate) fn watermark(&self) -> Result<u64> {
-        let spaces = &self.trees().spaces;
-        let retired = match spaces.get(RETIRED_KEY)? {
-            Some(raw) => u64::from_be_bytes(raw.as_ref().try_into().map_err(|_| Error::internal("bad retired count"))?),
-            None => 0,
-        };
-        let mut total = retired;
-        for item in spaces.scan_prefix([b's']).values() {
-            total += decode::<SpaceRecord>(&item?)?.revision;
-        }
-        Ok(total)
-    }
-
-    /// Seals what is committed now: computes the watermark, flushes, then
-    /// writes the seal. One seal at a time: the sealer task and a shutdown
-    /// may seal together, and two writers of the same temporary file fail
-    /// each other's rename.
-    pub fn seal(&self) -> Result<()> {
-        let _one_at_a_time = self.inner.sealing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let watermark = self.watermark()?;
-        self.inner.db.flush()?;
-        write(&self.inner.dir, watermark).map_err(|e| Error::internal(format!("cannot write the seal: {e}")))
-    }
-}
-
-fn write(dir: &Path, watermark: u64) -> std::io::Result<()> {
+pub fn write(dir: &Path, watermark: u64) -> std::io::Result<()> {
     let temporary = dir.join(format!("{FILE}.tmp"));
     let mut file = std::fs::File::create(&temporary)?;
     writeln!(file, "watermark {watermark}")?;

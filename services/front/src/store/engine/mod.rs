@@ -1,0 +1,183 @@
+//! The narrow interface the store is written against (SPEC §10): an ordered
+//! key-value store of a few tables, with point reads, range scans and
+//! transactions that the engine may run more than once.
+//!
+//! Keys and values are bytes ([`super::keys`] is the schema); keys sort
+//! bytewise. A transaction sees its own writes; its reads of rows it is about
+//! to change are what make it serializable for what it touches, so the store
+//! re-validates anything it planned outside a transaction by reading it in
+//! the transaction. No engine type leaves this module.
+
+pub mod sled;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use prost::bytes::Bytes;
+
+use crate::error::Result;
+
+/// The tables of the store, one ordered key space each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Table {
+    /// The store's own marks: its format, the outbox head and pruning mark.
+    Meta = 0,
+    Spaces = 1,
+    Current = 2,
+    History = 3,
+    Nodes = 4,
+    Versions = 5,
+    Content = 6,
+    Revlog = 7,
+    Trash = 8,
+    Receipts = 9,
+    /// Index jobs in sequence order, as delivered to workers.
+    Outbox = 10,
+    /// Index jobs of commits not yet given a sequence, by space and revision.
+    Queue = 11,
+}
+
+impl Table {
+    pub const ALL: [Table; 12] = [
+        Table::Meta,
+        Table::Spaces,
+        Table::Current,
+        Table::History,
+        Table::Nodes,
+        Table::Versions,
+        Table::Content,
+        Table::Revlog,
+        Table::Trash,
+        Table::Receipts,
+        Table::Outbox,
+        Table::Queue,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Meta => "meta",
+            Table::Spaces => "spaces",
+            Table::Current => "current",
+            Table::History => "history",
+            Table::Nodes => "nodes",
+            Table::Versions => "versions",
+            Table::Content => "content",
+            Table::Revlog => "revlog",
+            Table::Trash => "trash",
+            Table::Receipts => "receipts",
+            Table::Outbox => "outbox",
+            Table::Queue => "queue",
+        }
+    }
+}
+
+/// A key range: `start` included, `end` excluded (`None`: to the end).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRange {
+    pub start: Vec<u8>,
+    pub end: Option<Vec<u8>>,
+}
+
+impl KeyRange {
+    pub fn new(start: impl Into<Vec<u8>>, end: impl Into<Vec<u8>>) -> Self {
+        Self { start: start.into(), end: Some(end.into()) }
+    }
+
+    /// Every key from `start` on.
+    pub fn from(start: impl Into<Vec<u8>>) -> Self {
+        Self { start: start.into(), end: None }
+    }
+
+    /// Every key that starts with `prefix`.
+    pub fn prefix(prefix: &[u8]) -> Self {
+        Self { start: prefix.to_vec(), end: prefix_end(prefix) }
+    }
+
+    /// Every key up to and including `last`.
+    pub fn through(start: impl Into<Vec<u8>>, last: &[u8]) -> Self {
+        let mut end = last.to_vec();
+        end.push(0);
+        Self { start: start.into(), end: Some(end) }
+    }
+}
+
+/// The first key after every key that starts with `prefix` (`None` when
+/// there is none: the prefix is all `ff`).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// Entries of a range scan, in key order (or reversed), read as they are
+/// consumed.
+pub type Entries<'a> = Box<dyn Iterator<Item = Result<(Bytes, Bytes)>> + Send + 'a>;
+
+/// A future that resolves once what was committed before it is durable.
+pub type Durable = Pin<Box<dyn Future<Output = Result<()>> + Send + 'static>>;
+
+/// A storage engine; see the module docs.
+pub trait Engine: Send + Sync + fmt::Debug {
+    fn get(&self, table: Table, key: &[u8]) -> Result<Option<Bytes>>;
+
+    /// The entries in `range`, ascending (descending when `reverse`). Not a
+    /// snapshot: entries committed while it is consumed may or may not show.
+    fn scan(&self, table: Table, range: KeyRange, reverse: bool) -> Entries<'_>;
+
+    /// The first `limit` entries of `table` as of one moment: every entry
+    /// committed before any entry it returns is in it too (or after `limit`).
+    fn scan_snapshot(&self, table: Table, limit: usize) -> Result<Vec<(Bytes, Bytes)>>;
+
+    /// Runs `work` as one atomic transaction. The engine re-runs it when it
+    /// conflicts with another, so `work` must do no I/O of its own and read
+    /// what it depends on through the transaction.
+    fn transact(&self, work: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()>;
+
+    /// Resolves once every transaction committed before the call is durable.
+    fn durable(&self) -> Durable;
+
+    /// Refuses a change that brings `incoming` new bytes and releases
+    /// `released_chunks` content chunks when the engine could not store it
+    /// safely (a nearly full disk).
+    fn check_room(&self, incoming: u64, released_chunks: u64) -> Result<()>;
+
+    /// Bytes the store takes, where the engine can tell.
+    fn size_on_disk(&self) -> Result<u64>;
+
+    /// Checks, once at open, that the store holds every change the engine
+    /// knows to have been made durable (`watermark` counts them).
+    fn check_watermark(&self, watermark: u64) -> Result<(), super::OpenError>;
+
+    /// Makes everything committed durable and records `watermark` with it.
+    fn checkpoint(&self, watermark: u64) -> Result<()>;
+
+    /// Makes everything durable and stops background work.
+    fn shutdown(&self) -> Result<()>;
+}
+
+/// The reads and writes of one transaction.
+pub trait Tx {
+    fn get(&mut self, table: Table, key: &[u8]) -> Result<Option<Bytes>>;
+    fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()>;
+    fn delete(&mut self, table: Table, key: &[u8]) -> Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_ranges_end_after_every_key_of_the_prefix() {
+        assert_eq!(KeyRange::prefix(b"ab").end.as_deref(), Some(&b"ac"[..]));
+        assert_eq!(KeyRange::prefix(&[1, 0xff]).end.as_deref(), Some(&[2][..]));
+        assert_eq!(KeyRange::prefix(&[0xff, 0xff]).end, None);
+        assert_eq!(KeyRange::through(b"a".to_vec(), b"b").end.as_deref(), Some(&b"b\0"[..]));
+    }
+}

@@ -1,6 +1,7 @@
 //! The throwaway cluster against a real PostgreSQL server.
 
 use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread;
@@ -55,6 +56,23 @@ async fn committed_rows_survive_a_kill_and_restart() {
     let client = connect(&url).await.expect("connect after restart");
     let row = client.query_one("SELECT v FROM kv WHERE k = '\\x01'", &[]).await.expect("committed row");
     assert_eq!(row.get::<_, Vec<u8>>(0), [2, 3]);
+}
+
+#[tokio::test]
+async fn restart_waits_while_another_process_holds_the_port() {
+    let cluster = Cluster::start();
+    cluster.kill();
+    let squatter = TcpListener::bind((Ipv4Addr::LOCALHOST, cluster.port())).expect("take the port");
+    let release = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(500));
+        drop(squatter);
+    });
+
+    cluster.restart();
+    release.join().expect("release the port");
+    let log = std::fs::read_to_string(cluster.directory().join("server.log")).expect("server log");
+    assert!(log.contains("could not bind"), "the port was never refused:\n{log}");
+    connect(&cluster.url("postgres")).await.expect("connect after restart");
 }
 
 #[tokio::test]

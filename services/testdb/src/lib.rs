@@ -140,8 +140,9 @@ impl Cluster {
                     *server = Some(started);
                     return;
                 }
-                // The killed server's backends may still hold its shared
-                // memory for a moment; PostgreSQL then refuses to start.
+                // The killed server's backends may hold its shared memory
+                // for a moment, or another process the port; PostgreSQL
+                // then refuses to start.
                 Err(Failure::Exited(log)) if Instant::now() < deadline && is_transient(&log) => {
                     thread::sleep(Duration::from_millis(50));
                 }

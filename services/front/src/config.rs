@@ -10,7 +10,7 @@ use clap::Parser;
 use serde::Deserialize;
 
 use crate::discovery::Target;
-use crate::store::{Durability, Quota, StoreLimits};
+use crate::store::{Durability, PostgresOptions, Quota, StoreLimits, masked_url};
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Deserialize)]
@@ -33,9 +33,26 @@ pub struct Options {
     /// Address to serve gRPC on; port 0 picks a free port.
     #[arg(long, env = "AGENTVFS_LISTEN")]
     pub listen: Option<SocketAddr>,
-    /// Directory of the sled store.
+    /// Directory of the embedded (sled) store; not used with --database-url.
     #[arg(long, env = "AGENTVFS_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Keep the store in a PostgreSQL-protocol database instead:
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`.
+    #[arg(long, env = "AGENTVFS_DATABASE_URL", conflicts_with = "database_url_file")]
+    pub database_url: Option<String>,
+    /// File holding the database URL (a mounted Kubernetes Secret).
+    #[arg(long, env = "AGENTVFS_DATABASE_URL_FILE")]
+    pub database_url_file: Option<PathBuf>,
+    /// Database connections open at once, at most.
+    #[arg(long, env = "AGENTVFS_DATABASE_POOL")]
+    pub database_pool: Option<usize>,
+    /// Seconds to wait for a database connection before calls fail with
+    /// STORE_UNAVAILABLE.
+    #[arg(long, env = "AGENTVFS_DATABASE_CONNECT_TIMEOUT_SECONDS")]
+    pub database_connect_timeout_seconds: Option<u64>,
+    /// Seconds a database statement may run before it is cancelled.
+    #[arg(long, env = "AGENTVFS_DATABASE_STATEMENT_TIMEOUT_SECONDS")]
+    pub database_statement_timeout_seconds: Option<u64>,
     /// Workers, comma-separated: `IP:PORT`, or `HOST:PORT` for every
     /// address the name resolves to (a headless Service: every ready pod).
     #[arg(long, env = "AGENTVFS_WORKER", value_delimiter = ',')]
@@ -131,6 +148,8 @@ pub struct Options {
 pub struct Config {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
+    /// The database to keep the store in, instead of `data_dir`.
+    pub database: Option<PostgresOptions>,
     pub workers: Vec<Target>,
     pub worker_refresh: Duration,
     pub dev: bool,
@@ -173,6 +192,15 @@ impl Options {
             config: self.config,
             listen: self.listen.or(file.listen),
             data_dir: self.data_dir.or(file.data_dir),
+            database_url: self.database_url.or(file.database_url),
+            database_url_file: self.database_url_file.or(file.database_url_file),
+            database_pool: self.database_pool.or(file.database_pool),
+            database_connect_timeout_seconds: self
+                .database_connect_timeout_seconds
+                .or(file.database_connect_timeout_seconds),
+            database_statement_timeout_seconds: self
+                .database_statement_timeout_seconds
+                .or(file.database_statement_timeout_seconds),
             worker: self.worker.or(file.worker),
             worker_refresh_seconds: self.worker_refresh_seconds.or(file.worker_refresh_seconds),
             dev: self.dev.or(file.dev),
@@ -207,9 +235,29 @@ impl Options {
     /// Applies defaults and checks the result.
     pub fn resolve(self) -> Result<Config, ConfigError> {
         let defaults = StoreLimits::default();
+        let database_url = match (self.database_url, &self.database_url_file) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError("give --database-url or --database-url-file, not both".to_owned()));
+            }
+            (Some(url), None) => Some(url),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| ConfigError(format!("cannot read the database URL from {}: {e}", path.display())))?
+                    .trim()
+                    .to_owned(),
+            ),
+            (None, None) => None,
+        };
+        let database = database_url.map(|url| PostgresOptions {
+            url,
+            pool_size: self.database_pool.unwrap_or(16),
+            connect_timeout: Duration::from_secs(self.database_connect_timeout_seconds.unwrap_or(5)),
+            statement_timeout: Duration::from_secs(self.database_statement_timeout_seconds.unwrap_or(30)),
+        });
         let config = Config {
             listen: self.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
             data_dir: self.data_dir.unwrap_or_else(|| PathBuf::from("./data")),
+            database,
             workers: self
                 .worker
                 .unwrap_or_default()
@@ -265,6 +313,17 @@ impl Config {
         if !self.dev && self.tokens.is_none() {
             return Err(ConfigError("either --tokens FILE or --dev is required".to_owned()));
         }
+        if let Some(database) = &self.database {
+            if !(database.url.starts_with("postgres://") || database.url.starts_with("postgresql://")) {
+                return Err(ConfigError(format!(
+                    "the database URL must start with postgres:// or postgresql://, not {:?}",
+                    masked_url(&database.url)
+                )));
+            }
+            if database.pool_size == 0 || database.connect_timeout.is_zero() || database.statement_timeout.is_zero() {
+                return Err(ConfigError("--database-pool and the database timeouts must be positive".to_owned()));
+            }
+        }
         let limits = &self.limits;
         if limits.max_text_bytes == 0 || limits.max_text_bytes > limits.max_file_bytes {
             return Err(ConfigError("--max-text-bytes must be between 1 and --max-file-bytes".to_owned()));
@@ -302,7 +361,7 @@ impl Config {
     /// The configuration as TOML-like text, for `--print-config`.
     pub fn describe(&self) -> String {
         format!(
-            "listen = \"{}\"\ndata-dir = \"{}\"\nworker = {:?}\nworker-refresh-seconds = {}\ndev = {}\ntokens = {:?}\ndurability = \"{:?}\"\n\
+            "listen = \"{}\"\ndata-dir = \"{}\"\n{}worker = {:?}\nworker-refresh-seconds = {}\ndev = {}\ntokens = {:?}\ndurability = \"{:?}\"\n\
              log-format = \"{:?}\"\nmax-text-bytes = {}\nmax-file-bytes = {}\nmax-message-bytes = {}\n\
              default-quota-bytes = {}\ndefault-quota-files = {}\nmin-free-bytes = {}\nstore-cache-bytes = {}\nmax-subtree-entries = {}\nstore-threads = {}\n\
              drain-seconds = {}\n\
@@ -311,6 +370,14 @@ impl Config {
              grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\nmax-in-flight = {}\nrate-limit = {}\nmetrics-listen = {:?}\n",
             self.listen,
             self.data_dir.display(),
+            self.database.as_ref().map_or_else(String::new, |database| format!(
+                "database-url = \"{}\"\ndatabase-pool = {}\ndatabase-connect-timeout-seconds = {}\n\
+                 database-statement-timeout-seconds = {}\n",
+                masked_url(&database.url),
+                database.pool_size,
+                database.connect_timeout.as_secs(),
+                database.statement_timeout.as_secs(),
+            )),
             self.workers.iter().map(ToString::to_string).collect::<Vec<_>>(),
             self.worker_refresh.as_secs(),
             self.dev,
@@ -381,6 +448,25 @@ mod tests {
         assert_eq!(parse(&["--dev"]).unwrap().store_threads, 512);
         assert_eq!(parse(&["--dev", "--store-threads", "8"]).unwrap().store_threads, 8);
         assert!(parse(&["--dev", "--store-threads", "0"]).unwrap_err().0.contains("--store-threads"));
+    }
+
+    #[test]
+    fn the_database_url_comes_from_a_flag_or_a_file_and_its_password_is_never_printed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("url");
+        std::fs::write(&file, "postgres://agentvfs:s3cret@db:5432/agentvfs\n").unwrap();
+        let config = parse(&["--dev", "--database-url-file", file.to_str().unwrap()]).unwrap();
+        let database = config.database.as_ref().unwrap();
+        assert_eq!(database.url, "postgres://agentvfs:s3cret@db:5432/agentvfs");
+        assert_eq!(database.pool_size, 16);
+        let printed = config.describe();
+        assert!(printed.contains("database-url = \"postgres://agentvfs:***@db:5432/agentvfs\""), "{printed}");
+        assert!(!printed.contains("s3cret"), "{printed}");
+        let both = parse(&["--dev", "--database-url", "postgres://h/d", "--database-url-file", "/f"]);
+        assert!(both.is_err());
+        let wrong = parse(&["--dev", "--database-url", "mysql://u:pw@h/d"]).unwrap_err();
+        assert!(wrong.0.contains("postgres://") && !wrong.0.contains("pw"), "{wrong}");
+        assert!(parse(&["--dev"]).unwrap().database.is_none());
     }
 
     #[test]

@@ -78,6 +78,8 @@ reasons! {
     WorkerUnavailable => "WORKER_UNAVAILABLE",
     ShuttingDown => "SHUTTING_DOWN",
     StorageFull => "STORAGE_FULL",
+    StoreUnavailable => "STORE_UNAVAILABLE",
+    TransactionConflict => "TRANSACTION_CONFLICT",
     DataLoss => "DATA_LOSS",
     Internal => "INTERNAL",
 }
@@ -104,11 +106,11 @@ impl Reason {
             | SnapshotExpired
             | VersionConflict
             | FileModifiedSinceRead => Code::FailedPrecondition,
-            IdempotencyRequestInProgress => Code::Aborted,
+            IdempotencyRequestInProgress | TransactionConflict => Code::Aborted,
             PermissionDenied => Code::PermissionDenied,
             Unauthenticated => Code::Unauthenticated,
             QuotaExceeded | RateLimited | Overloaded | StorageFull => Code::ResourceExhausted,
-            WorkerUnavailable | ShuttingDown => Code::Unavailable,
+            WorkerUnavailable | ShuttingDown | StoreUnavailable => Code::Unavailable,
             DataLoss => Code::DataLoss,
             Internal => Code::Internal,
         }
@@ -117,7 +119,16 @@ impl Reason {
     /// Whether the same call can succeed later unchanged.
     pub fn retryable(self) -> bool {
         use Reason::*;
-        matches!(self, IdempotencyRequestInProgress | RateLimited | Overloaded | WorkerUnavailable | ShuttingDown)
+        matches!(
+            self,
+            IdempotencyRequestInProgress
+                | RateLimited
+                | Overloaded
+                | WorkerUnavailable
+                | ShuttingDown
+                | StoreUnavailable
+                | TransactionConflict
+        )
     }
 
     fn default_next_action(self) -> &'static str {
@@ -149,7 +160,7 @@ impl Reason {
             Unauthenticated => "Send a valid bearer token in the authorization metadata.",
             QuotaExceeded => "Free space by removing files, or ask an owner to raise the quota.",
             RateLimited | Overloaded => "Retry after the delay in RetryInfo.",
-            WorkerUnavailable | ShuttingDown => "Retry shortly, with backoff.",
+            WorkerUnavailable | ShuttingDown | StoreUnavailable | TransactionConflict => "Retry shortly, with backoff.",
             StorageFull => "Stop writing and tell an operator; reads still work.",
             DataLoss => "Tell an operator; stored data failed an integrity check.",
             Internal => "Tell an operator; retrying will not help.",

@@ -35,7 +35,11 @@ fn main() -> ExitCode {
         },
         None => Authenticator::dev(),
     };
-    let store = match Store::open(&config.data_dir, config.durability, config.limits) {
+    let opened = match &config.database {
+        Some(database) => Store::connect(database, config.limits),
+        None => Store::open(&config.data_dir, config.durability, config.limits),
+    };
+    let store = match opened {
         Ok(store) => store,
         Err(error) => return fail(1, &error),
     };

@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use prost::bytes::Bytes;
 
 pub(crate) use commit::Commit;
+pub use engine::postgres::{Postgres, PostgresOptions, masked_url};
 pub use engine::sled::{Durability, SledEngine, SledOptions};
 pub use generate::Generated;
 pub use history::{Compacted, expired};
@@ -125,6 +126,11 @@ pub enum OpenError {
     Seal(Error),
     #[error("cannot read the store: {0}")]
     Read(Error),
+    #[error(
+        "the database's schema is at version {found}, newer than this build knows ({supported}); \
+         run a newer agentvfs-front"
+    )]
+    SchemaTooNew { found: i32, supported: i32 },
 }
 
 impl Store {
@@ -133,6 +139,11 @@ impl Store {
         let options =
             SledOptions { durability, cache_bytes: limits.cache_bytes, min_free_bytes: limits.min_free_bytes };
         Self::on(Box::new(SledEngine::open(dir, options)?), limits)
+    }
+
+    /// Opens the store in the database of `options`.
+    pub fn connect(options: &PostgresOptions, limits: StoreLimits) -> Result<Self, OpenError> {
+        Self::on(Box::new(Postgres::open(options)?), limits)
     }
 
     /// Opens the store kept by `engine`, making it a store if it is empty.
@@ -189,10 +200,11 @@ impl Store {
         self.engine().durable().await
     }
 
-    /// Makes everything durable, stops background work and seals the store.
+    /// Seals the store, then makes everything durable and stops background
+    /// work.
     pub fn close(&self) -> Result<()> {
-        self.engine().shutdown()?;
-        self.seal()
+        self.seal()?;
+        self.engine().shutdown()
     }
 
     pub fn limits(&self) -> StoreLimits {

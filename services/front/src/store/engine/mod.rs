@@ -8,6 +8,7 @@
 //! re-validates anything it planned outside a transaction by reading it in
 //! the transaction. No engine type leaves this module.
 
+pub mod postgres;
 pub mod sled;
 
 use std::fmt;

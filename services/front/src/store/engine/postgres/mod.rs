@@ -1,0 +1,541 @@
+//! The database engine: every table in one `kv` table of a database that
+//! speaks the PostgreSQL protocol (SPEC §10), through tokio-postgres and a
+//! bounded deadpool pool.
+//!
+//! Transactions run at READ COMMITTED. A transaction's reads lock the rows
+//! they find (`FOR UPDATE`): the store reads every row it is about to change
+//! that another transaction could change too (a space's record, a content's
+//! reference count, the outbox head), so those transactions take turns. A
+//! row read as missing is inserted without `ON CONFLICT`, so two
+//! transactions that both found it missing cannot both create it: the
+//! second fails with a unique violation. That, a serialization failure
+//! (40001, which CockroachDB reports for any conflict) and a deadlock
+//! (40P01) re-run the transaction after a jittered backoff, a bounded
+//! number of times. Writes are buffered and sent at commit in at most three
+//! statements (arrays through `unnest`).
+//!
+//! The store's methods block; this engine runs its connections on a small
+//! runtime of its own and waits for them, from any thread that may block
+//! (see [`Postgres::wait`]).
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use prost::bytes::Bytes;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+
+use super::{Durable, Engine, Entries, KeyRange, Table, Tx};
+use crate::error::{Error, Reason, Result};
+use crate::store::OpenError;
+
+/// The schema, one migration per step, applied in order at open.
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_kv.sql")];
+
+/// How often a transaction that conflicts runs before the call fails.
+const MAX_ATTEMPTS: u32 = 12;
+/// Rows per page of a range scan: small first (most scans stop early),
+/// larger as a scan goes on.
+const FIRST_PAGE: i64 = 16;
+const LARGEST_PAGE: i64 = 1024;
+
+/// How the database engine connects.
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`.
+    pub url: String,
+    /// Most connections open at once.
+    pub pool_size: usize,
+    /// How long to wait for a connection (to open one, or for a free one).
+    pub connect_timeout: Duration,
+    /// Longest a statement may run before the database cancels it.
+    pub statement_timeout: Duration,
+}
+
+/// The database engine; see the module docs.
+pub struct Postgres {
+    pool: Pool,
+    /// Runs the connections; shut down without waiting when dropped.
+    runtime: Option<tokio::runtime::Runtime>,
+    display: String,
+}
+
+impl std::fmt::Debug for Postgres {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.display)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.pool.close();
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Postgres {
+    /// Connects, then creates or migrates the schema.
+    pub fn open(options: &PostgresOptions) -> Result<Self, OpenError> {
+        let display = masked_url(&options.url);
+        let failed = |detail: String| OpenError::Engine { path: display.clone(), detail };
+        let mut config: tokio_postgres::Config = options.url.parse().map_err(|e| failed(format!("{e}")))?;
+        config.connect_timeout(options.connect_timeout);
+        config.options(format!("-c statement_timeout={}", options.statement_timeout.as_millis()));
+        config.application_name("agentvfs-front");
+        let manager = Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("store-postgres")
+            .enable_all()
+            .build()
+            .map_err(OpenError::Thread)?;
+        let pool = {
+            let _entered = runtime.enter();
+            Pool::builder(manager)
+                .max_size(options.pool_size.max(1))
+                .runtime(Runtime::Tokio1)
+                .wait_timeout(Some(options.connect_timeout))
+                .create_timeout(Some(options.connect_timeout))
+                .recycle_timeout(Some(options.connect_timeout))
+                .build()
+                .map_err(|e| failed(e.to_string()))?
+        };
+        let engine = Self { pool, runtime: Some(runtime), display: display.clone() };
+        engine.migrate().map_err(|e| match e {
+            Migration::Newer { found } => OpenError::SchemaTooNew { found, supported: MIGRATIONS.len() as i32 },
+            Migration::Failed(error) => failed(error.message().to_owned()),
+        })?;
+        Ok(engine)
+    }
+
+    /// Runs `work` on the engine's runtime and waits for it. Any thread may
+    /// call it but the thread of a current-thread runtime: on a thread of
+    /// the front's runtime it blocks in place, like a blocking store call.
+    fn wait<T>(&self, work: impl Future<Output = T>) -> T {
+        let handle = self.runtime.as_ref().map(|runtime| runtime.handle().clone());
+        let handle = handle.unwrap_or_else(tokio::runtime::Handle::current);
+        tokio::task::block_in_place(|| handle.block_on(work))
+    }
+
+    async fn client(&self) -> Result<Object> {
+        self.pool.get().await.map_err(|error| unavailable(&error.to_string()))
+    }
+
+    /// Creates the schema or brings it up to date; refuses one newer than
+    /// this build knows.
+    fn migrate(&self) -> std::result::Result<(), Migration> {
+        self.wait(async {
+            let client = self.client().await?;
+            client
+                .batch_execute(
+                    "CREATE TABLE IF NOT EXISTS agentvfs_schema \
+                     (version integer PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())",
+                )
+                .await
+                .map_err(failure)?;
+            loop {
+                let row = client.query_one("SELECT coalesce(max(version), 0) FROM agentvfs_schema", &[]).await;
+                let found: i32 = row.map_err(failure)?.get(0);
+                let Some(migration) = usize::try_from(found).ok().and_then(|n| MIGRATIONS.get(n)) else {
+                    return match found > MIGRATIONS.len() as i32 {
+                        true => Err(Migration::Newer { found }),
+                        false => Ok(()),
+                    };
+                };
+                // A front that starts at the same time may apply it first:
+                // then the insert fails and the loop reads the new version.
+                client.batch_execute("BEGIN").await.map_err(failure)?;
+                let applied = async {
+                    client.execute("INSERT INTO agentvfs_schema (version) VALUES ($1)", &[&(found + 1)]).await?;
+                    client.batch_execute(migration).await?;
+                    client.batch_execute("COMMIT").await
+                };
+                if let Err(error) = applied.await {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    if error.code() != Some(&SqlState::UNIQUE_VIOLATION) {
+                        return Err(failure(error).into());
+                    }
+                }
+            }
+        })
+    }
+
+    /// One page of a range scan.
+    async fn page(&self, table: Table, range: &KeyRange, reverse: bool, limit: i64) -> Result<Vec<(Bytes, Bytes)>> {
+        let order = if reverse { "DESC" } else { "ASC" };
+        let client = self.client().await?;
+        let t = table as i16;
+        let started = Instant::now();
+        let rows = match &range.end {
+            Some(end) => {
+                let sql =
+                    format!("SELECT k, v FROM kv WHERE t = $1 AND k >= $2 AND k < $3 ORDER BY k {order} LIMIT $4");
+                let statement = client.prepare_cached(&sql).await.map_err(failure)?;
+                client.query(&statement, &[&t, &range.start, end, &limit]).await
+            }
+            None => {
+                let sql = format!("SELECT k, v FROM kv WHERE t = $1 AND k >= $2 ORDER BY k {order} LIMIT $3");
+                let statement = client.prepare_cached(&sql).await.map_err(failure)?;
+                client.query(&statement, &[&t, &range.start, &limit]).await
+            }
+        };
+        statement_took("scan", started);
+        let rows = rows.map_err(failure)?;
+        Ok(rows
+            .into_iter()
+            .map(|row| (Bytes::from(row.get::<_, Vec<u8>>(0)), Bytes::from(row.get::<_, Vec<u8>>(1))))
+            .collect())
+    }
+
+    /// Runs `work` once in a database transaction; see the module docs.
+    fn attempt(&self, work: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> std::result::Result<(), Attempt> {
+        let client = self.wait(self.client())?;
+        self.wait(client.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")).map_err(failure)?;
+        let mut tx =
+            PgTx { engine: self, client: &client, writes: BTreeMap::new(), absent: HashSet::new(), failure: None };
+        let outcome = match work(&mut tx) {
+            Ok(()) => self.wait(tx.commit()),
+            Err(error) => Err(tx.failure.take().unwrap_or(Attempt::Failed(error))),
+        };
+        if outcome.is_err() {
+            // A broken connection is dropped by the pool when it is recycled.
+            let _ = self.wait(client.batch_execute("ROLLBACK"));
+        }
+        outcome
+    }
+
+    /// Whether the database answers now.
+    pub fn reachable(&self) -> bool {
+        self.wait(async {
+            let client = self.client().await?;
+            client.simple_query("SELECT 1").await.map_err(failure)?;
+            Ok::<_, Attempt>(())
+        })
+        .is_ok()
+    }
+}
+
+impl Engine for Postgres {
+    fn get(&self, table: Table, key: &[u8]) -> Result<Option<Bytes>> {
+        self.wait(async {
+            let client = self.client().await?;
+            let statement = client.prepare_cached("SELECT v FROM kv WHERE t = $1 AND k = $2").await.map_err(failure)?;
+            let started = Instant::now();
+            let row = client.query_opt(&statement, &[&(table as i16), &key]).await;
+            statement_took("get", started);
+            Ok(row.map_err(failure)?.map(|row| Bytes::from(row.get::<_, Vec<u8>>(0))))
+        })
+    }
+
+    fn scan(&self, table: Table, range: KeyRange, reverse: bool) -> Entries<'_> {
+        Box::new(Pages { engine: self, table, range, reverse, page: VecDeque::new(), size: FIRST_PAGE, done: false })
+    }
+
+    fn scan_snapshot(&self, table: Table, limit: usize) -> Result<Vec<(Bytes, Bytes)>> {
+        // One statement reads one snapshot.
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.wait(self.page(table, &KeyRange::from(Vec::new()), false, limit))
+    }
+
+    fn transact(&self, work: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
+        let mut backoff = Duration::from_millis(2);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.attempt(work) {
+                Ok(()) => return Ok(()),
+                Err(Attempt::Failed(error)) => return Err(error),
+                Err(Attempt::Conflict(detail)) if attempt >= MAX_ATTEMPTS => {
+                    tracing::warn!(%detail, attempts = attempt, "store transaction kept conflicting");
+                    return Err(Error::new(
+                        Reason::TransactionConflict,
+                        "The change conflicted with concurrent changes too often and was not saved.",
+                    ));
+                }
+                Err(Attempt::Conflict(_)) => {
+                    metrics::counter!("agentvfs_store_transaction_retries_total").increment(1);
+                    let jitter = fastrand::u64(0..=backoff.as_micros() as u64);
+                    std::thread::sleep(Duration::from_micros(backoff.as_micros() as u64 / 2 + jitter / 2));
+                    backoff = (backoff * 2).min(Duration::from_millis(250));
+                }
+            }
+        }
+    }
+
+    fn durable(&self) -> Durable {
+        // A committed transaction is durable in the database.
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn check_room(&self, _incoming: u64, _released_chunks: u64) -> Result<()> {
+        Ok(())
+    }
+
+    fn size_on_disk(&self) -> Result<u64> {
+        Ok(0)
+    }
+
+    fn check_watermark(&self, _watermark: u64) -> Result<(), OpenError> {
+        Ok(())
+    }
+
+    fn checkpoint(&self, _watermark: u64) -> Result<()> {
+        Ok(())
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        self.pool.close();
+        Ok(())
+    }
+}
+
+/// Why one run of a transaction ended without committing.
+enum Attempt {
+    /// Another transaction got in the way: run it again.
+    Conflict(String),
+    Failed(Error),
+}
+
+impl From<Error> for Attempt {
+    fn from(error: Error) -> Self {
+        Attempt::Failed(error)
+    }
+}
+
+enum Migration {
+    Newer { found: i32 },
+    Failed(Error),
+}
+
+impl From<Attempt> for Migration {
+    fn from(attempt: Attempt) -> Self {
+        match attempt {
+            Attempt::Conflict(detail) => Migration::Failed(Error::internal(detail)),
+            Attempt::Failed(error) => Migration::Failed(error),
+        }
+    }
+}
+
+impl From<Error> for Migration {
+    fn from(error: Error) -> Self {
+        Migration::Failed(error)
+    }
+}
+
+/// What a database error means for the call.
+fn failure(error: tokio_postgres::Error) -> Attempt {
+    let Some(code) = error.code() else {
+        // No answer from the database: a closed connection, a timeout.
+        return Attempt::Failed(unavailable(&error.to_string()));
+    };
+    if [SqlState::T_R_SERIALIZATION_FAILURE, SqlState::T_R_DEADLOCK_DETECTED, SqlState::UNIQUE_VIOLATION].contains(code)
+    {
+        return Attempt::Conflict(error.to_string());
+    }
+    let class = &code.code()[..2];
+    // 08: connection exceptions; 57: cancelled (the statement timeout), shut down, cannot connect now.
+    if class == "08" || class == "57" || *code == SqlState::TOO_MANY_CONNECTIONS {
+        return Attempt::Failed(unavailable(&error.to_string()));
+    }
+    Attempt::Failed(Error::internal(format!("database: {error}")))
+}
+
+impl From<Attempt> for Error {
+    fn from(attempt: Attempt) -> Error {
+        match attempt {
+            Attempt::Failed(error) => error,
+            Attempt::Conflict(detail) => Error::internal(format!("database conflict outside a transaction: {detail}")),
+        }
+    }
+}
+
+fn unavailable(detail: &str) -> Error {
+    tracing::warn!(%detail, "the database did not answer");
+    Error::new(Reason::StoreUnavailable, "The server's database is not reachable right now; nothing was changed.")
+}
+
+fn statement_took(kind: &'static str, started: Instant) {
+    metrics::histogram!("agentvfs_store_statement_seconds", "statement" => kind)
+        .record(started.elapsed().as_secs_f64());
+}
+
+/// `url` with its password replaced by `***`, for logs and `--print-config`.
+pub fn masked_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let Some((credentials, host)) = rest.rsplit_once('@') else { return url.to_owned() };
+    match credentials.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+/// A transaction's connection and buffered writes.
+struct PgTx<'a> {
+    engine: &'a Postgres,
+    client: &'a Object,
+    /// Writes by table and key, sent at commit (`None` deletes).
+    writes: BTreeMap<(Table, Vec<u8>), Option<Vec<u8>>>,
+    /// Keys the transaction found missing: they are inserted, never upserted.
+    absent: HashSet<(Table, Vec<u8>)>,
+    /// Why a statement failed, when `work` returns with it.
+    failure: Option<Attempt>,
+}
+
+impl PgTx<'_> {
+    async fn commit(self) -> std::result::Result<(), Attempt> {
+        let (mut delete_t, mut delete_k) = (Vec::new(), Vec::new());
+        let mut insert = (Vec::new(), Vec::new(), Vec::new());
+        let mut upsert = (Vec::new(), Vec::new(), Vec::new());
+        for ((table, key), value) in &self.writes {
+            let t = *table as i16;
+            match value {
+                None => {
+                    delete_t.push(t);
+                    delete_k.push(key.as_slice());
+                }
+                Some(value) => {
+                    let target = if self.absent.contains(&(*table, key.clone())) { &mut insert } else { &mut upsert };
+                    target.0.push(t);
+                    target.1.push(key.as_slice());
+                    target.2.push(value.as_slice());
+                }
+            }
+        }
+        let started = Instant::now();
+        if !delete_t.is_empty() {
+            self.execute(
+                "DELETE FROM kv WHERE (t, k) IN (SELECT * FROM unnest($1::int2[], $2::bytea[]))",
+                &[&delete_t, &delete_k],
+            )
+            .await?;
+        }
+        if !insert.0.is_empty() {
+            self.execute(
+                "INSERT INTO kv (t, k, v) SELECT * FROM unnest($1::int2[], $2::bytea[], $3::bytea[])",
+                &[&insert.0, &insert.1, &insert.2],
+            )
+            .await?;
+        }
+        if !upsert.0.is_empty() {
+            self.execute(
+                "INSERT INTO kv (t, k, v) SELECT * FROM unnest($1::int2[], $2::bytea[], $3::bytea[]) \
+                 ON CONFLICT (t, k) DO UPDATE SET v = excluded.v",
+                &[&upsert.0, &upsert.1, &upsert.2],
+            )
+            .await?;
+        }
+        self.client.batch_execute("COMMIT").await.map_err(failure)?;
+        statement_took("commit", started);
+        Ok(())
+    }
+
+    async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> std::result::Result<u64, Attempt> {
+        let statement = self.client.prepare_cached(sql).await.map_err(failure)?;
+        self.client.execute(&statement, params).await.map_err(failure)
+    }
+
+    fn fail(&mut self, attempt: Attempt) -> Error {
+        let error = match &attempt {
+            Attempt::Conflict(detail) => Error::internal(format!("database conflict: {detail}")),
+            Attempt::Failed(error) => error.clone(),
+        };
+        self.failure = Some(attempt);
+        error
+    }
+}
+
+impl Tx for PgTx<'_> {
+    fn get(&mut self, table: Table, key: &[u8]) -> Result<Option<Bytes>> {
+        if let Some(value) = self.writes.get(&(table, key.to_vec())) {
+            return Ok(value.clone().map(Bytes::from));
+        }
+        let client = self.client;
+        let read = self.engine.wait(async {
+            let sql = "SELECT v FROM kv WHERE t = $1 AND k = $2 FOR UPDATE";
+            let statement = client.prepare_cached(sql).await.map_err(failure)?;
+            let started = Instant::now();
+            let row = client.query_opt(&statement, &[&(table as i16), &key]).await.map_err(failure);
+            statement_took("lock", started);
+            row
+        });
+        match read {
+            Ok(Some(row)) => Ok(Some(Bytes::from(row.get::<_, Vec<u8>>(0)))),
+            Ok(None) => {
+                self.absent.insert((table, key.to_vec()));
+                Ok(None)
+            }
+            Err(attempt) => Err(self.fail(attempt)),
+        }
+    }
+
+    fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
+        self.writes.insert((table, key.to_vec()), Some(value.to_vec()));
+        Ok(())
+    }
+
+    fn delete(&mut self, table: Table, key: &[u8]) -> Result<()> {
+        self.writes.insert((table, key.to_vec()), None);
+        Ok(())
+    }
+}
+
+/// A range scan read a page at a time.
+struct Pages<'a> {
+    engine: &'a Postgres,
+    table: Table,
+    /// What is left to read.
+    range: KeyRange,
+    reverse: bool,
+    page: VecDeque<(Bytes, Bytes)>,
+    size: i64,
+    done: bool,
+}
+
+impl Iterator for Pages<'_> {
+    type Item = Result<(Bytes, Bytes)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.page.is_empty() && !self.done {
+            let page = match self.engine.wait(self.engine.page(self.table, &self.range, self.reverse, self.size)) {
+                Ok(page) => page,
+                Err(error) => {
+                    self.done = true;
+                    return Some(Err(error));
+                }
+            };
+            self.done = (page.len() as i64) < self.size;
+            if let Some((last, _)) = page.last() {
+                if self.reverse {
+                    self.range.end = Some(last.to_vec());
+                } else {
+                    let mut after = last.to_vec();
+                    after.push(0);
+                    self.range.start = after;
+                }
+            }
+            self.size = (self.size * 4).min(LARGEST_PAGE);
+            self.page = page.into();
+        }
+        self.page.pop_front().map(Ok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_masked() {
+        assert_eq!(masked_url("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
+        assert_eq!(masked_url("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(masked_url("postgres://u:p@ss@h/db"), "postgres://u:***@h/db");
+    }
+}

@@ -43,92 +43,94 @@ fn paths(hits: &[pb::SearchHit]) -> Vec<&str> {
     paths
 }
 
-#[tokio::test]
-async fn writes_become_searchable_and_changes_are_reflected() {
-    let stack = Stack::start(&[]).await;
-    stack.front.space("s").await;
-    stack.front.space("other").await;
-    let mut fs = stack.front.fs().await;
-    fs.write(write_text("s", "/notes/zebra.md", "The zebra grazes near the river.\n")).await.unwrap();
-    fs.write(write_text("s", "/notes/lion.md", "A lion watches the zebra herd.\n")).await.unwrap();
-    fs.write(write_text("other", "/canary.md", "zebra canary from another space\n")).await.unwrap();
+on_both_engines! {
+    #[tokio::test]
+    async fn writes_become_searchable_and_changes_are_reflected() {
+        let stack = Stack::start(&[]).await;
+        stack.front.space("s").await;
+        stack.front.space("other").await;
+        let mut fs = stack.front.fs().await;
+        fs.write(write_text("s", "/notes/zebra.md", "The zebra grazes near the river.\n")).await.unwrap();
+        fs.write(write_text("s", "/notes/lion.md", "A lion watches the zebra herd.\n")).await.unwrap();
+        fs.write(write_text("other", "/canary.md", "zebra canary from another space\n")).await.unwrap();
 
-    let hits = eventually(&mut fs, "zebra", |h| h.len() == 2).await;
-    assert_eq!(paths(&hits), ["/notes/lion.md", "/notes/zebra.md"]);
-    assert!(hits.iter().all(|h| !h.snippet.contains("canary")));
-    let hit = hits.iter().find(|h| h.path == "/notes/zebra.md").unwrap();
-    let highlighted: String = hit
-        .snippet
-        .encode_utf16()
-        .skip(hit.highlights[0].start as usize)
-        .take((hit.highlights[0].end - hit.highlights[0].start) as usize)
-        .map(|u| char::from_u32(u32::from(u)).unwrap_or('?'))
-        .collect();
-    assert_eq!(highlighted.to_lowercase(), "zebra");
+        let hits = eventually(&mut fs, "zebra", |h| h.len() == 2).await;
+        assert_eq!(paths(&hits), ["/notes/lion.md", "/notes/zebra.md"]);
+        assert!(hits.iter().all(|h| !h.snippet.contains("canary")));
+        let hit = hits.iter().find(|h| h.path == "/notes/zebra.md").unwrap();
+        let highlighted: String = hit
+            .snippet
+            .encode_utf16()
+            .skip(hit.highlights[0].start as usize)
+            .take((hit.highlights[0].end - hit.highlights[0].start) as usize)
+            .map(|u| char::from_u32(u32::from(u)).unwrap_or('?'))
+            .collect();
+        assert_eq!(highlighted.to_lowercase(), "zebra");
 
-    // Edit, rename, trash: each is reflected.
-    fs.write(write_text("s", "/notes/lion.md", "A lion sleeps.\n")).await.unwrap();
-    eventually(&mut fs, "zebra", |h| paths(h) == ["/notes/zebra.md"]).await;
-    fs.batch(apply_batch(
-        "s",
-        vec![Action::Rename(pb::RenameAction { path: "/notes/zebra.md".into(), new_name: "stripes.md".into() })],
-        "r",
-    ))
-    .await
-    .unwrap();
-    eventually(&mut fs, "zebra", |h| paths(h) == ["/notes/stripes.md"]).await;
-    fs.batch(apply_batch("s", vec![Action::Trash(pb::TrashAction { path: "/notes/stripes.md".into() })], "t"))
+        // Edit, rename, trash: each is reflected.
+        fs.write(write_text("s", "/notes/lion.md", "A lion sleeps.\n")).await.unwrap();
+        eventually(&mut fs, "zebra", |h| paths(h) == ["/notes/zebra.md"]).await;
+        fs.batch(apply_batch(
+            "s",
+            vec![Action::Rename(pb::RenameAction { path: "/notes/zebra.md".into(), new_name: "stripes.md".into() })],
+            "r",
+        ))
         .await
         .unwrap();
-    eventually(&mut fs, "zebra", <[pb::SearchHit]>::is_empty).await;
-    eventually(&mut fs, "sleeps", |h| paths(h) == ["/notes/lion.md"]).await;
+        eventually(&mut fs, "zebra", |h| paths(h) == ["/notes/stripes.md"]).await;
+        fs.batch(apply_batch("s", vec![Action::Trash(pb::TrashAction { path: "/notes/stripes.md".into() })], "t"))
+            .await
+            .unwrap();
+        eventually(&mut fs, "zebra", <[pb::SearchHit]>::is_empty).await;
+        eventually(&mut fs, "sleeps", |h| paths(h) == ["/notes/lion.md"]).await;
 
-    // Filters: glob and path.
-    fs.write(write_text("s", "/code/lion.rs", "// lion in code\n")).await.unwrap();
-    eventually(&mut fs, "lion", |h| h.len() == 2).await;
-    let md = fs.search(pb::SearchRequest { glob: "*.md".into(), ..search("lion") }).await.unwrap().into_inner();
-    assert_eq!(paths(&md.hits), ["/notes/lion.md"]);
-    let code = fs.search(pb::SearchRequest { path: "/code".into(), ..search("lion") }).await.unwrap().into_inner();
-    assert_eq!(paths(&code.hits), ["/code/lion.rs"]);
-    assert!(code.index_revision > 0);
+        // Filters: glob and path.
+        fs.write(write_text("s", "/code/lion.rs", "// lion in code\n")).await.unwrap();
+        eventually(&mut fs, "lion", |h| h.len() == 2).await;
+        let md = fs.search(pb::SearchRequest { glob: "*.md".into(), ..search("lion") }).await.unwrap().into_inner();
+        assert_eq!(paths(&md.hits), ["/notes/lion.md"]);
+        let code = fs.search(pb::SearchRequest { path: "/code".into(), ..search("lion") }).await.unwrap().into_inner();
+        assert_eq!(paths(&code.hits), ["/code/lion.rs"]);
+        assert!(code.index_revision > 0);
 
-    // Permanent removal is reflected too.
-    let remove = pb::RemoveRequest { space: "s".into(), path: "/notes/lion.md".into(), ..Default::default() };
-    stack.front.admin().await.remove(remove).await.unwrap();
-    eventually(&mut fs, "sleeps", <[pb::SearchHit]>::is_empty).await;
-}
-
-#[tokio::test]
-async fn a_restarted_or_wiped_worker_converges_to_the_store() {
-    let mut stack = Stack::start(&[]).await;
-    stack.front.space("s").await;
-    let mut fs = stack.front.fs().await;
-    for i in 0..40 {
-        fs.write(write_text("s", &format!("/f{i:02}.txt"), &format!("alpha version one {i}\n"))).await.unwrap();
+        // Permanent removal is reflected too.
+        let remove = pb::RemoveRequest { space: "s".into(), path: "/notes/lion.md".into(), ..Default::default() };
+        stack.front.admin().await.remove(remove).await.unwrap();
+        eventually(&mut fs, "sleeps", <[pb::SearchHit]>::is_empty).await;
     }
-    // Kill the worker while it indexes, change things meanwhile, restart.
-    stack.worker.kill();
-    for i in 0..20 {
-        fs.write(write_text("s", &format!("/f{i:02}.txt"), &format!("beta version two {i}\n"))).await.unwrap();
+
+    #[tokio::test]
+    async fn a_restarted_or_wiped_worker_converges_to_the_store() {
+        let mut stack = Stack::start(&[]).await;
+        stack.front.space("s").await;
+        let mut fs = stack.front.fs().await;
+        for i in 0..40 {
+            fs.write(write_text("s", &format!("/f{i:02}.txt"), &format!("alpha version one {i}\n"))).await.unwrap();
+        }
+        // Kill the worker while it indexes, change things meanwhile, restart.
+        stack.worker.kill();
+        for i in 0..20 {
+            fs.write(write_text("s", &format!("/f{i:02}.txt"), &format!("beta version two {i}\n"))).await.unwrap();
+        }
+        stack.worker.restart().await;
+        let alpha = eventually(&mut fs, "alpha", |h| h.len() == 20).await;
+        assert!(alpha.iter().all(|h| h.path.as_str() >= "/f20.txt"));
+        eventually(&mut fs, "beta", |h| h.len() == 20).await;
+
+        // Losing the index entirely: the front rebuilds it from the store.
+        stack.worker.kill();
+        std::fs::remove_dir_all(stack.worker.index_dir()).unwrap();
+        stack.worker.restart().await;
+        let beta = eventually(&mut fs, "beta", |h| h.len() == 20).await;
+        let mut nodes: Vec<_> = beta.iter().map(|h| h.node_id.clone()).collect();
+        nodes.dedup();
+        assert_eq!(nodes.len(), 20, "one document per node");
+        eventually(&mut fs, "alpha", |h| h.len() == 20).await;
+
+        // Reindex of a space queues every live file again.
+        let queued =
+            stack.front.admin().await.reindex(pb::ReindexRequest { space: "s".into() }).await.unwrap().into_inner();
+        assert_eq!(queued.queued, 1 + 41, "drop, then 40 files and /AGENT.md");
+        eventually(&mut fs, "beta", |h| h.len() == 20).await;
     }
-    stack.worker.restart().await;
-    let alpha = eventually(&mut fs, "alpha", |h| h.len() == 20).await;
-    assert!(alpha.iter().all(|h| h.path.as_str() >= "/f20.txt"));
-    eventually(&mut fs, "beta", |h| h.len() == 20).await;
-
-    // Losing the index entirely: the front rebuilds it from the store.
-    stack.worker.kill();
-    std::fs::remove_dir_all(stack.worker.index_dir()).unwrap();
-    stack.worker.restart().await;
-    let beta = eventually(&mut fs, "beta", |h| h.len() == 20).await;
-    let mut nodes: Vec<_> = beta.iter().map(|h| h.node_id.clone()).collect();
-    nodes.dedup();
-    assert_eq!(nodes.len(), 20, "one document per node");
-    eventually(&mut fs, "alpha", |h| h.len() == 20).await;
-
-    // Reindex of a space queues every live file again.
-    let queued =
-        stack.front.admin().await.reindex(pb::ReindexRequest { space: "s".into() }).await.unwrap().into_inner();
-    assert_eq!(queued.queued, 1 + 41, "drop, then 40 files and /AGENT.md");
-    eventually(&mut fs, "beta", |h| h.len() == 20).await;
 }

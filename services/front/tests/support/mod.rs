@@ -1,11 +1,18 @@
 //! Runs the real `agentvfs-front` binary on a loopback port with a temporary
 //! store, and hands out generated clients.
+//!
+//! A front's store is a temporary sled directory, or, in a test run with
+//! [`Engine::Database`] (see [`on_both_engines!`]), a fresh database of the
+//! test process's throwaway PostgreSQL cluster.
 
 #![allow(dead_code, clippy::unwrap_used)]
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use agentvfs_proto::v1 as pb;
@@ -17,6 +24,67 @@ use tonic_health::pb::health_client::HealthClient;
 
 #[path = "binaries.rs"]
 mod binaries;
+
+/// The storage engine of the fronts a test starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// sled in a temporary directory (the default).
+    Embedded,
+    /// A fresh database of the test process's PostgreSQL cluster.
+    Database,
+}
+
+tokio::task_local! {
+    static ENGINE: Engine;
+}
+
+impl Engine {
+    /// Runs `test`, whose fronts keep their stores on this engine.
+    pub async fn scope<F: Future>(self, test: F) -> F::Output {
+        ENGINE.scope(self, test).await
+    }
+
+    /// The engine of the running test.
+    pub fn current() -> Engine {
+        ENGINE.try_with(|engine| *engine).unwrap_or(Engine::Embedded)
+    }
+}
+
+/// Runs each async test once per storage engine, as `embedded::NAME` and
+/// `database::NAME`: one suite, both engines.
+#[macro_export]
+macro_rules! on_both_engines {
+    ($( $(#[$attr:meta])* async fn $name:ident() $body:block )*) => {
+        $( async fn $name() $body )*
+        mod embedded {
+            $( $(#[$attr])* async fn $name() { $crate::support::Engine::Embedded.scope(super::$name()).await } )*
+        }
+        mod database {
+            $( $(#[$attr])* async fn $name() { $crate::support::Engine::Database.scope(super::$name()).await } )*
+        }
+    };
+}
+
+/// The flags that put a front's store at `data_dir`: the directory itself,
+/// or the database that stands for it. A directory keeps its database for
+/// the whole test process, so a front restarted on it finds its store.
+fn store_args(data_dir: &Path) -> Vec<String> {
+    static DATABASES: OnceLock<Mutex<HashMap<PathBuf, String>>> = OnceLock::new();
+    let mut databases = DATABASES.get_or_init(Mutex::default).lock().unwrap_or_else(PoisonError::into_inner);
+    let database = match databases.get(data_dir) {
+        Some(url) => Some(url.clone()),
+        None if Engine::current() == Engine::Database => {
+            let url = agentvfs_testdb::Cluster::shared().create_database();
+            databases.insert(data_dir.to_owned(), url.clone());
+            Some(url)
+        }
+        None => None,
+    };
+    match database {
+        Some(url) => vec!["--database-url".into(), url],
+        None => vec!["--data-dir".into(), data_dir.display().to_string()],
+    }
+}
 
 /// The `agentvfs-worker` binary beside this package's front.
 pub fn worker_binary() -> PathBuf {
@@ -266,8 +334,8 @@ impl Front {
     ) -> Front {
         let mut command = Command::new(binary);
         command
-            .args(["--listen", listen, "--data-dir"])
-            .arg(data_dir)
+            .args(["--listen", listen])
+            .args(store_args(data_dir))
             .args(&extra_args)
             .envs(env.iter().copied())
             .stdout(Stdio::piped())

@@ -15,6 +15,11 @@
 //! every acknowledged version is read back byte for byte and, once the
 //! index has caught up, `Search` sees exactly the files of the store.
 //!
+//! The loop runs on both storage engines. On the database engine, whose
+//! commits need no flush (so `store::after_flush` is never reached), the
+//! nemesis also SIGKILLs the database (alone, or with the front) and starts
+//! it again.
+//!
 //! `AGENTVFS_CRASH_CYCLES` sets the number of cycles (default 50; run
 //! thousands by hand), `AGENTVFS_CRASH_SEED` the seed of a run to repeat.
 
@@ -31,6 +36,7 @@ use std::time::{Duration, Instant};
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::batch_action::Action;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
+use agentvfs_testdb::Cluster;
 use support::{Stack, apply_batch, failpoint_binaries, read, reason, replace};
 use tonic::Code;
 use tonic::transport::Channel;
@@ -398,11 +404,32 @@ async fn wait_exit(mut exited: impl FnMut() -> bool, limit: Duration) -> bool {
 
 #[tokio::test]
 async fn acknowledged_changes_survive_crashes_and_faults() {
+    crash_loop(None).await;
+}
+
+#[tokio::test]
+async fn acknowledged_changes_survive_crashes_faults_and_database_kills() {
+    crash_loop(Some(Arc::new(Cluster::start()))).await;
+}
+
+/// The crash loop of the module docs; on the database engine when given a
+/// database cluster of its own, which the nemesis may kill.
+async fn crash_loop(cluster: Option<Arc<Cluster>>) {
     let cycles: usize = std::env::var("AGENTVFS_CRASH_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
     let seed = std::env::var("AGENTVFS_CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_u64);
     let mut rng = Rng(seed);
     let (front_binary, worker_binary) = failpoint_binaries();
-    let mut stack = Stack::start_binaries(&front_binary, &worker_binary, &[]).await;
+    let database = cluster.as_ref().map(|cluster| cluster.create_database());
+    let front_args: Vec<&str> = match &database {
+        Some(url) => vec!["--database-url", url],
+        None => Vec::new(),
+    };
+    let front_points: Vec<&str> = match &cluster {
+        // A committed transaction is durable in the database: no flush.
+        Some(_) => FRONT_POINTS.iter().copied().filter(|point| *point != "store::after_flush").collect(),
+        None => FRONT_POINTS.to_vec(),
+    };
+    let mut stack = Stack::start_binaries(&front_binary, &worker_binary, &front_args).await;
     for s in 0..SPACES {
         stack.front.space(&format!("s{s}")).await;
     }
@@ -425,7 +452,7 @@ async fn acknowledged_changes_survive_crashes_and_faults() {
         let armed = if cycle % 2 == 1 {
             let (point, front_side) = if cycle % 4 == 1 {
                 front_armed += 1;
-                (FRONT_POINTS[(front_armed - 1) % FRONT_POINTS.len()], true)
+                (front_points[(front_armed - 1) % front_points.len()], true)
             } else {
                 worker_armed += 1;
                 (WORKER_POINTS[(worker_armed - 1) % WORKER_POINTS.len()], false)
@@ -471,13 +498,38 @@ async fn acknowledged_changes_survive_crashes_and_faults() {
             }
             None => {
                 tokio::time::sleep(window).await;
-                match rng.below(3) {
+                let victims = if cluster.is_some() { 5 } else { 3 };
+                match rng.below(victims) {
                     0 => stack.front.crash_and_restart().await,
                     1 => stack.worker.restart().await,
-                    _ => {
+                    2 => {
                         stack.worker.kill();
                         stack.front.crash_and_restart().await;
                         stack.worker.restart().await;
+                    }
+                    // The database dies under the front, which stays up and
+                    // reconnects once the database is back.
+                    3 => {
+                        let cluster = cluster.clone().unwrap();
+                        let down = Duration::from_millis(rng.next() % 500);
+                        tokio::task::spawn_blocking(move || {
+                            cluster.kill();
+                            std::thread::sleep(down);
+                            cluster.restart();
+                        })
+                        .await
+                        .unwrap();
+                    }
+                    // The database dies, then the front while it reconnects.
+                    _ => {
+                        let cluster = cluster.clone().unwrap();
+                        tokio::task::spawn_blocking(move || {
+                            cluster.kill();
+                            cluster.restart();
+                        })
+                        .await
+                        .unwrap();
+                        stack.front.crash_and_restart().await;
                     }
                 }
             }
@@ -524,14 +576,15 @@ async fn acknowledged_changes_survive_crashes_and_faults() {
         assert_eq!(back.content, made.content, "{}: {}@{}", made.key, made.path, made.version);
     }
     check_index(&stack, &mut fs, &history).await;
-    if front_armed >= 2 * FRONT_POINTS.len() && worker_armed >= 2 * WORKER_POINTS.len() {
-        for point in FRONT_POINTS.iter().chain(&WORKER_POINTS) {
+    if front_armed >= 2 * front_points.len() && worker_armed >= 2 * WORKER_POINTS.len() {
+        for point in front_points.iter().chain(&WORKER_POINTS) {
             assert!(fired.contains_key(point), "{point} was armed twice but never reached: {fired:?}");
         }
     }
     eprintln!(
-        "crash loop: {cycles} cycles (seed {seed}), {} calls, {} versions acknowledged, {} refused as stale, \
+        "crash loop ({}): {cycles} cycles (seed {seed}), {} calls, {} versions acknowledged, {} refused as stale, \
          fault points armed {front_armed}× front {worker_armed}× worker, fired {fired:?}, lost 0",
+        if cluster.is_some() { "database" } else { "sled" },
         history.calls,
         history.made.len(),
         history.failed.len(),

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use agentvfs_proto::v1 as pb;
 use agentvfs_worker::scan::{Mode, Options, Query};
 use proptest::prelude::*;
-use support::{Stack, write_bytes};
+use support::{Engine, Stack, write_bytes};
 
 const MAX_FILES: u64 = 3;
 
@@ -101,9 +101,19 @@ static SPACES: AtomicUsize = AtomicUsize::new(0);
 
 #[test]
 fn concatenated_pages_equal_one_unbounded_scan() {
+    pages_equal_one_scan(Engine::Embedded);
+}
+
+#[test]
+fn concatenated_pages_equal_one_unbounded_scan_on_a_database() {
+    pages_equal_one_scan(Engine::Database);
+}
+
+fn pages_equal_one_scan(engine: Engine) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let max_files = MAX_FILES.to_string();
-    let stack = runtime.block_on(Stack::start(&["--grep-max-files", &max_files, "--grep-max-bytes", "200"]));
+    let stack =
+        runtime.block_on(engine.scope(Stack::start(&["--grep-max-files", &max_files, "--grep-max-bytes", "200"])));
     let config = ProptestConfig { cases: 32, ..ProptestConfig::default() };
     proptest!(config, |(case in case())| {
         let space = format!("p{}", SPACES.fetch_add(1, Ordering::Relaxed));

@@ -173,11 +173,16 @@ pub async fn serve(
     Ok(())
 }
 
-/// Drops idempotency receipts older than `retention`, once an hour.
+/// Drops idempotency receipts older than `retention` and collects uploads
+/// no commit claimed, once an hour.
 async fn prune_receipts(store: Store, retention: std::time::Duration) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
     loop {
         tick.tick().await;
+        let grace = crate::store::content::UPLOAD_GRACE;
+        if let Err(error) = store.blocking(move |store| store.collect_uploads(grace)).await {
+            tracing::warn!(%error, "collecting unclaimed uploads failed");
+        }
         let cutoff = crate::store::records::now_ms() - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
         match store.blocking(move |store| store.prune_receipts(cutoff)).await {
             Ok(0) => {}

@@ -289,22 +289,59 @@ impl Store {
             .sum();
         self.check_room(incoming, released)?;
         let prepared: Vec<Prepared> = commits.iter().map(|commit| Prepared::new(commit)).collect();
-        fault_point!("store::before_commit");
-        self.transact(|tx| {
-            for (commit, prepared) in commits.iter().zip(&prepared) {
-                write_commit(tx, commit, prepared)?;
+        // Large new content goes in first, outside the transaction.
+        let mut uploads: HashMap<Hash, (content::UploadId, u32)> = HashMap::new();
+        let uploaded = self.upload_new_content(commits, &mut uploads);
+        let committed = uploaded.and_then(|()| {
+            fault_point!("store::before_commit");
+            self.transact(|tx| {
+                for (commit, prepared) in commits.iter().zip(&prepared) {
+                    write_commit(tx, commit, prepared, &uploads)?;
+                }
+                Ok(())
+            })
+        });
+        for (hash, (upload, chunks)) in uploads {
+            if let Err(error) = content::release_upload(self, upload, hash, chunks) {
+                // Collected later (see `Store::collect_uploads`).
+                tracing::warn!(%error, "could not release an upload its commit did not claim");
             }
-            Ok(())
-        })?;
+        }
+        committed?;
         fault_point!("store::after_commit");
         self.inner.commits.send_modify(|count| *count += 1);
         Ok(())
     }
 }
 
+impl Store {
+    /// Uploads the new content of more than one chunk that `commits` bring
+    /// and is not stored yet, once per hash, into `uploads`.
+    fn upload_new_content(
+        &self,
+        commits: &[&Commit],
+        uploads: &mut HashMap<Hash, (content::UploadId, u32)>,
+    ) -> Result<()> {
+        for version in commits.iter().flat_map(|c| c.versions.iter()) {
+            let (Some(bytes), hash) = (&version.bytes, version.record.hash) else { continue };
+            if bytes.len() <= content::CHUNK_SIZE || uploads.contains_key(&hash) || content::is_stored(self, hash)? {
+                continue;
+            }
+            let upload = content::upload(self, hash, bytes)?;
+            uploads.insert(hash, (upload, bytes.len().div_ceil(content::CHUNK_SIZE) as u32));
+        }
+        Ok(())
+    }
+}
+
 /// Writes one commit in a transaction, after checking that its space is
 /// still where the commit was planned.
-fn write_commit(tx: &mut dyn Tx, commit: &Commit, prepared: &Prepared) -> Result<()> {
+fn write_commit(
+    tx: &mut dyn Tx,
+    commit: &Commit,
+    prepared: &Prepared,
+    uploads: &HashMap<Hash, (content::UploadId, u32)>,
+) -> Result<()> {
     let Prepared {
         space_key,
         space_value,
@@ -349,7 +386,13 @@ fn write_commit(tx: &mut dyn Tx, commit: &Commit, prepared: &Prepared) -> Result
     for version in &commit.versions {
         let key = keys::version(commit.space.id, version.node, version.number);
         tx.put(Table::Versions, &key, &encode(&version.record))?;
-        content::add_ref(tx, version.record.hash, version.bytes.as_deref().map(Vec::as_slice))?;
+        let hash = version.record.hash;
+        let source = match (&version.bytes, uploads.get(&hash)) {
+            (None, _) => content::Source::Stored,
+            (Some(bytes), Some((upload, _))) => content::Source::Uploaded(*upload, bytes),
+            (Some(bytes), None) => content::Source::Bytes(bytes),
+        };
+        content::add_ref(tx, hash, source)?;
     }
     for purge in &commit.purge {
         match purge {

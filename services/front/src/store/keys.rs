@@ -15,12 +15,15 @@
 //! | `versions` | space node version | `VersionRecord` |
 //! | `content` | hash `m` | `BlobMeta` |
 //! | `content` | hash `c` chunk | bytes (≤ [`super::content::CHUNK_SIZE`]) |
+//! | `content` | hash `x` | upload ID: the content's chunks are that upload's |
+//! | `content` | hash `u` upload chunk | bytes of an upload (see [`super::content::upload`]) |
 //! | `revlog` | space revision | `RevisionRecord` |
 //! | `trash` | space node | `TrashRecord` (a trashed subtree) |
 //! | `receipts` | BLAKE3(space, principal, method, key) | `Receipt` |
 //! | `outbox` | sequence | `IndexJob` (until every worker has it) |
 //! | `queue` | space revision index | `IndexJob` (until it gets a sequence) |
 //! | `meta` | `format`, `outbox.head`, `outbox.pruned` | the store's own marks |
+//! | `meta` | `upload.` upload | `UploadMarker` (an upload not yet committed) |
 //!
 //! Paths never contain NUL, so `00` separates a path from its revision and
 //! all revisions of one path sort together, in path byte order.
@@ -145,6 +148,30 @@ pub fn blob_chunk(hash: &[u8; 32], index: u32) -> Vec<u8> {
     let mut key = hash.to_vec();
     key.push(b'c');
     key.extend_from_slice(&index.to_be_bytes());
+    key
+}
+
+/// Names the upload whose chunks a content's are.
+pub fn blob_upload(hash: &[u8; 32]) -> Vec<u8> {
+    let mut key = hash.to_vec();
+    key.push(b'x');
+    key
+}
+
+pub fn upload_chunk(hash: &[u8; 32], upload: &[u8; 16], index: u32) -> Vec<u8> {
+    let mut key = hash.to_vec();
+    key.push(b'u');
+    key.extend_from_slice(upload);
+    key.extend_from_slice(&index.to_be_bytes());
+    key
+}
+
+/// Every upload marker starts with this.
+pub const UPLOAD_MARKERS: &[u8] = b"upload.";
+
+pub fn upload_marker(upload: &[u8; 16]) -> Vec<u8> {
+    let mut key = UPLOAD_MARKERS.to_vec();
+    key.extend_from_slice(upload);
     key
 }
 

@@ -120,7 +120,7 @@ pub enum OpenError {
     Format { path: String, found: String },
     #[error("cannot start the store flusher: {0}")]
     Thread(#[from] std::io::Error),
-    #[error("cannot finish deleting spaces: {0}")]
+    #[error("cannot finish deleting spaces or unclaimed uploads: {0}")]
     Purge(Error),
     #[error("cannot check or write the store's seal: {0}")]
     Seal(Error),
@@ -179,6 +179,7 @@ impl Store {
         store.inner.engine.check_watermark(store.watermark().map_err(OpenError::Seal)?)?;
         store.start_outbox_head().map_err(OpenError::Read)?;
         store.purge_deleted_spaces().map_err(OpenError::Purge)?;
+        store.collect_uploads(content::UPLOAD_GRACE).map_err(OpenError::Purge)?;
         store.seal().map_err(OpenError::Seal)?;
         Ok(store)
     }

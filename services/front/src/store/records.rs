@@ -152,6 +152,14 @@ pub struct BlobMeta {
     pub refs: u64,
 }
 
+/// An upload of content's chunks that its commit has not claimed yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadMarker {
+    pub hash: Hash,
+    pub chunks: u32,
+    pub started_ms: i64,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ChangeKind {
     Created,

@@ -385,7 +385,98 @@ fn seals_written_at_once_all_succeed() {
     });
 }
 
+/// The upload a content's chunks belong to (`None`: classic chunk keys) and
+/// how many chunks of it are stored.
+fn content_keys(store: &Store, hash: crate::store::Hash) -> (Option<content::UploadId>, usize) {
+    let mut upload = None;
+    let mut chunks = 0;
+    for item in store.scan_prefix(Table::Content, &hash.0) {
+        let (key, value) = item.unwrap();
+        match key[32] {
+            b'x' => upload = Some(content::UploadId::try_from(value.as_ref()).unwrap()),
+            b'c' | b'u' => chunks += 1,
+            _ => {}
+        }
+    }
+    (upload, chunks)
+}
+
+fn upload_markers(store: &Store) -> usize {
+    store.scan_prefix(Table::Meta, keys::UPLOAD_MARKERS).count()
+}
+
+fn large(seed: u8) -> Vec<u8> {
+    (0..300_000u32).map(|i| (i % 251) as u8 ^ seed).collect()
+}
+
 on_both_engines! {
+    fn concurrent_uploads_of_one_content_keep_one_copy(engine: Engine) {
+        let home = Home::new(engine);
+        let store = home.open();
+        let spaces: Vec<_> = (0..2)
+            .map(|i| {
+                let new = NewSpace { name: format!("s{i}"), owner: "p".into(), quota: Quota::default() };
+                store.create_space(new, None).unwrap()
+            })
+            .collect();
+        let together = std::sync::Barrier::new(spaces.len());
+        let bodies: Vec<Vec<u8>> = (0..5).map(large).collect();
+        std::thread::scope(|scope| {
+            for space in &spaces {
+                let (store, together, bodies) = (&store, &together, &bodies);
+                scope.spawn(move || {
+                    for (round, body) in bodies.iter().enumerate() {
+                        together.wait();
+                        overwrite(store, space.id, &format!("/big{round}.bin"), body);
+                    }
+                });
+            }
+        });
+        let per_copy = bodies[0].len().div_ceil(content::CHUNK_SIZE);
+        for body in &bodies {
+            let (upload, chunks) = content_keys(&store, crate::store::Hash::of(body));
+            assert!(upload.is_some());
+            assert_eq!(chunks, per_copy, "one copy of the chunks, the duplicate upload's released");
+        }
+        assert_eq!(upload_markers(&store), 0);
+        store.delete_space(spaces[1].id, None).unwrap();
+        for body in &bodies {
+            assert_eq!(&store.content(crate::store::Hash::of(body)).unwrap(), body);
+        }
+        store.delete_space(spaces[0].id, None).unwrap();
+        for body in &bodies {
+            assert_eq!(content_keys(&store, crate::store::Hash::of(body)), (None, 0), "freed with its last version");
+        }
+    }
+
+    fn uploads_no_commit_claimed_are_collected(engine: Engine) {
+        let home = Home::new(engine);
+        let store = home.open();
+        let space =
+            store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+        let committed = overwrite(&store, space.id, "/kept.bin", &large(1));
+        // Left by a front that stopped between the upload and its commit.
+        let (stale, fresh) = (large(2), large(3));
+        let (stale_hash, fresh_hash) = (crate::store::Hash::of(&stale), crate::store::Hash::of(&fresh));
+        content::upload(&store, stale_hash, &stale).unwrap();
+        let one_hour = std::time::Duration::from_secs(3600);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        content::upload(&store, fresh_hash, &fresh).unwrap();
+        assert_eq!(upload_markers(&store), 2);
+        // Nothing is older than an hour yet.
+        assert_eq!(store.collect_uploads(one_hour).unwrap(), 0);
+        // The stale one is older than 10 ms, the fresh one is not.
+        let collected = store.collect_uploads(std::time::Duration::from_millis(10)).unwrap();
+        assert_eq!(collected, 1);
+        assert_eq!(content_keys(&store, stale_hash), (None, 0));
+        assert_eq!(content_keys(&store, fresh_hash).1, fresh.len().div_ceil(content::CHUNK_SIZE));
+        assert_eq!(store.collect_uploads(std::time::Duration::ZERO).unwrap(), 1);
+        assert_eq!(content_keys(&store, fresh_hash), (None, 0));
+        assert_eq!(upload_markers(&store), 0);
+        // The committed content is never touched.
+        assert_eq!(store.content(committed.hash).unwrap(), large(1));
+    }
+
     fn content_shared_by_concurrent_commits_is_counted_once_per_version(engine: Engine) {
         // Spaces commit at the same moment, each a new version of the same
         // new content: its reference count must see every one of them, or
@@ -462,12 +553,15 @@ on_both_engines! {
         let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
         let outcome = overwrite(&store, space.id, "/big.bin", &body);
         assert_eq!(store.content(outcome.hash).unwrap(), body);
-        let chunks = store.scan_prefix(Table::Content, &outcome.hash.0).count();
-        assert_eq!(chunks, 1 + body.len().div_ceil(content::CHUNK_SIZE));
+        // Its chunks were uploaded before the commit, which claimed them.
+        let (upload, chunks) = content_keys(&store, outcome.hash);
+        let upload = upload.expect("uploaded");
+        assert_eq!(chunks, body.len().div_ceil(content::CHUNK_SIZE));
+        assert_eq!(upload_markers(&store), 0);
         assert_eq!(store.content_unverified(outcome.hash).unwrap(), Some(body.clone()));
         assert_eq!(store.content_unverified(crate::store::Hash::of(b"never stored")).unwrap(), None);
         // A lost chunk is DATA_LOSS for the unverified reader too.
-        let second_key = keys::blob_chunk(&outcome.hash.0, 1);
+        let second_key = keys::upload_chunk(&outcome.hash.0, &upload, 1);
         let second = store.get(Table::Content, &second_key).unwrap().unwrap();
         store.transact(|tx| tx.delete(Table::Content, &second_key)).unwrap();
         assert_eq!(store.content_unverified(outcome.hash).unwrap_err().reason, Reason::DataLoss);

@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use prost::bytes::Bytes;
 
 pub(crate) use commit::Commit;
+pub use engine::Health;
 pub use engine::postgres::{Postgres, PostgresOptions, masked_url};
 pub use engine::sled::{Durability, SledEngine, SledOptions};
 pub use generate::Generated;
@@ -216,6 +217,12 @@ impl Store {
     /// `released_chunks` content chunks when the engine cannot take it now.
     pub fn check_room(&self, incoming: u64, released_chunks: u64) -> Result<()> {
         self.engine().check_room(incoming, released_chunks)
+    }
+
+    /// How the store's engine is doing (see [`Health`]). Blocks, up to the
+    /// engine's connect timeout.
+    pub fn health(&self) -> Health {
+        self.engine().health()
     }
 
     /// Bytes the store occupies on disk.

@@ -124,6 +124,18 @@ pub type Entries<'a> = Box<dyn Iterator<Item = Result<(Bytes, Bytes)>> + Send + 
 /// A future that resolves once what was committed before it is durable.
 pub type Durable = Pin<Box<dyn Future<Output = Result<()>> + Send + 'static>>;
 
+/// Whether an engine can take calls, as its health check tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    Serving,
+    /// Its storage does not answer now (a database that is down or out of
+    /// reach); calls fail fast until it answers again, without a restart.
+    Unavailable(String),
+    /// It failed for good (a write or flush its storage refused): calls that
+    /// change anything fail until the front restarts.
+    Failed(String),
+}
+
 /// A storage engine; see the module docs.
 pub trait Engine: Send + Sync + fmt::Debug {
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Bytes>>;
@@ -161,6 +173,10 @@ pub trait Engine: Send + Sync + fmt::Debug {
 
     /// Makes everything durable and stops background work.
     fn shutdown(&self) -> Result<()>;
+
+    /// How the engine is doing now; may block for up to the engine's
+    /// connect timeout to find out.
+    fn health(&self) -> Health;
 }
 
 /// The reads and writes of one transaction.

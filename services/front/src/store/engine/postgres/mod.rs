@@ -17,6 +17,11 @@
 //! The store's methods block; this engine runs its connections on a small
 //! runtime of its own and waits for them, from any thread that may block
 //! (see [`Postgres::wait`]).
+//!
+//! A database that does not answer fails calls with STORE_UNAVAILABLE
+//! within the connect timeout, and its health is `Unavailable` until a
+//! probe gets through again: the pool opens new connections by itself, so
+//! the front recovers without a restart.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::future::Future;
@@ -27,7 +32,7 @@ use prost::bytes::Bytes;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
-use super::{Durable, Engine, Entries, KeyRange, Table, Tx};
+use super::{Durable, Engine, Entries, Health, KeyRange, Table, Tx};
 use crate::error::{Error, Reason, Result};
 use crate::store::OpenError;
 
@@ -60,6 +65,8 @@ pub struct Postgres {
     /// Runs the connections; shut down without waiting when dropped.
     runtime: Option<tokio::runtime::Runtime>,
     display: String,
+    /// How long a health probe may take.
+    connect_timeout: Duration,
 }
 
 impl std::fmt::Debug for Postgres {
@@ -108,7 +115,8 @@ impl Postgres {
                 .build()
                 .map_err(|e| failed(e.to_string()))?
         };
-        let engine = Self { pool, runtime: Some(runtime), display: display.clone() };
+        let engine =
+            Self { pool, runtime: Some(runtime), display: display.clone(), connect_timeout: options.connect_timeout };
         engine.migrate().map_err(|e| match e {
             Migration::Newer { found } => OpenError::SchemaTooNew { found, supported: MIGRATIONS.len() as i32 },
             Migration::Failed(error) => failed(error.message().to_owned()),
@@ -212,14 +220,18 @@ impl Postgres {
         outcome
     }
 
-    /// Whether the database answers now.
-    pub fn reachable(&self) -> bool {
-        self.wait(async {
-            let client = self.client().await?;
-            client.simple_query("SELECT 1").await.map_err(failure)?;
-            Ok::<_, Attempt>(())
-        })
-        .is_ok()
+    /// Whether the database answers a query through the pool now, within
+    /// the connect timeout (a statement on a connection whose peer is gone
+    /// could otherwise wait for TCP to give up); why not, when it does not.
+    fn probe(&self) -> std::result::Result<(), String> {
+        let probe = async {
+            let client = self.pool.get().await.map_err(|e| e.to_string())?;
+            client.simple_query("SELECT 1").await.map_err(|e| e.to_string())?;
+            Ok(())
+        };
+        let timeout = self.connect_timeout;
+        self.wait(async { tokio::time::timeout(timeout, probe).await })
+            .unwrap_or_else(|_| Err(format!("the database did not answer within {timeout:?}")))
     }
 }
 
@@ -294,6 +306,13 @@ impl Engine for Postgres {
     fn shutdown(&self) -> Result<()> {
         self.pool.close();
         Ok(())
+    }
+
+    fn health(&self) -> Health {
+        match self.probe() {
+            Ok(()) => Health::Serving,
+            Err(detail) => Health::Unavailable(detail),
+        }
     }
 }
 

@@ -6,12 +6,16 @@
 //! them all. A waiter that queues while a flush runs is answered by the next
 //! flush, which starts after its commit: an acknowledged write is always on
 //! disk. `flush_async` is never used (sled 0.34 can deadlock in it).
+//!
+//! A flush that fails trips the engine's [`Latch`]: its waiters, and every
+//! waiter after them, get the latched error, and no flush runs again.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 
 use tokio::sync::oneshot;
 
+use super::failure::Latch;
 use crate::error::{Error, Result};
 
 /// How mutations are made durable before they are acknowledged.
@@ -45,6 +49,7 @@ struct Shared {
 pub struct Flusher {
     mode: Durability,
     db: sled::Db,
+    latch: Arc<Latch>,
     shared: Arc<Shared>,
     thread: Mutex<Option<thread::JoinHandle<()>>>,
 }
@@ -56,24 +61,25 @@ impl std::fmt::Debug for Flusher {
 }
 
 impl Flusher {
-    pub fn start(db: sled::Db, mode: Durability) -> std::io::Result<Self> {
+    pub fn start(db: sled::Db, mode: Durability, latch: Arc<Latch>) -> std::io::Result<Self> {
         let shared = Arc::new(Shared { queue: Mutex::default(), wake: Condvar::new() });
         let thread = if mode == Durability::Group {
-            let (db, shared) = (db.clone(), shared.clone());
-            Some(thread::Builder::new().name("store-flusher".into()).spawn(move || run(&db, &shared))?)
+            let (db, shared, latch) = (db.clone(), shared.clone(), latch.clone());
+            Some(thread::Builder::new().name("store-flusher".into()).spawn(move || run(&db, &shared, &latch))?)
         } else {
             None
         };
-        Ok(Self { mode, db, shared, thread: Mutex::new(thread) })
+        Ok(Self { mode, db, latch, shared, thread: Mutex::new(thread) })
     }
 
     /// Resolves once everything committed before the call is on disk.
     pub async fn wait(&self) -> Result<()> {
+        self.latch.check()?;
         match self.mode {
             Durability::Off => Ok(()),
             Durability::PerWrite => {
-                let db = self.db.clone();
-                tokio::task::spawn_blocking(move || db.flush().map(drop).map_err(Error::from))
+                let (db, latch) = (self.db.clone(), self.latch.clone());
+                tokio::task::spawn_blocking(move || flush_or_trip(&db, &latch))
                     .await
                     .map_err(|e| Error::internal(format!("flush task: {e}")))?
             }
@@ -83,7 +89,7 @@ impl Flusher {
                     let mut queue = lock(&self.shared.queue);
                     if queue.closed {
                         drop(queue);
-                        return self.db.flush().map(drop).map_err(Error::from);
+                        return flush_or_trip(&self.db, &self.latch);
                     }
                     queue.waiters.push(tx);
                 }
@@ -100,8 +106,7 @@ impl Flusher {
         if let Some(thread) = lock(&self.thread).take() {
             let _ = thread.join();
         }
-        self.db.flush()?;
-        Ok(())
+        flush_or_trip(&self.db, &self.latch)
     }
 }
 
@@ -115,7 +120,24 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn run(db: &sled::Db, shared: &Shared) {
+/// Flushes sled. Every flush of the engine goes through here, so the
+/// `store::flush` fault point (a `return` action) fails any of them as an
+/// I/O error would.
+pub fn flush(db: &sled::Db) -> sled::Result<()> {
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("store::flush", |_| {
+        Err(sled::Error::Io(std::io::Error::other("failed by the store::flush fault point")))
+    });
+    db.flush().map(drop)
+}
+
+/// Flushes unless the store failed before; a failed flush trips `latch`.
+pub fn flush_or_trip(db: &sled::Db, latch: &Latch) -> Result<()> {
+    latch.check()?;
+    flush(db).map_err(|error| latch.trip(format_args!("flush: {error}")))
+}
+
+fn run(db: &sled::Db, shared: &Shared, latch: &Latch) {
     loop {
         let batch = {
             let mut queue = lock(&shared.queue);
@@ -128,7 +150,7 @@ fn run(db: &sled::Db, shared: &Shared) {
             std::mem::take(&mut queue.waiters)
         };
         let started = std::time::Instant::now();
-        let result = db.flush().map(drop).map_err(Error::from);
+        let result = flush_or_trip(db, latch);
         fault_point!("store::after_flush");
         metrics::histogram!("agentvfs_flush_batch_writers").record(batch.len() as f64);
         metrics::histogram!("agentvfs_flush_duration_seconds").record(started.elapsed().as_secs_f64());

@@ -4,9 +4,11 @@
 //! closure on conflict). A commit is acknowledged only after a flush that
 //! covers it ([`flusher`]); the [`seal`] tells a crash, which loses only
 //! unacknowledged writes, from damage, which would lose acknowledged ones;
-//! and a change is refused before the disk is too full for sled, which
-//! treats a failed write as fatal for reads too.
+//! a change is refused before the disk is too full for sled, which
+//! treats a failed write as fatal for reads too; and a write or flush sled
+//! fails anyway stops every later change until a restart ([`failure`]).
 
+mod failure;
 mod flusher;
 pub mod seal;
 
@@ -22,7 +24,7 @@ use sled::transaction::{
 
 pub use flusher::Durability;
 
-use super::{Durable, Engine, Entries, KeyRange, Table, Tx};
+use super::{Durable, Engine, Entries, Health, KeyRange, Table, Tx};
 use crate::error::{Error, Reason, Result};
 use crate::store::{OpenError, content};
 
@@ -50,6 +52,8 @@ pub struct SledEngine {
     /// One tree per [`Table`], in its order (`Meta` is sled's default tree).
     trees: Vec<sled::Tree>,
     flusher: Arc<flusher::Flusher>,
+    /// Set by the first write or flush sled fails; see [`failure`].
+    latch: Arc<failure::Latch>,
     /// The watermark the seal held at open.
     sealed: Option<u64>,
     /// Held while the seal is written: two writers of its temporary file
@@ -88,12 +92,14 @@ impl SledEngine {
                 table => db.open_tree(table.name()).map_err(sled_err)?,
             });
         }
-        let flusher = Arc::new(flusher::Flusher::start(db.clone(), options.durability)?);
+        let latch = Arc::new(failure::Latch::default());
+        let flusher = Arc::new(flusher::Flusher::start(db.clone(), options.durability, latch.clone())?);
         Ok(Self {
             dir: dir.to_owned(),
             db,
             trees,
             flusher,
+            latch,
             sealed,
             sealing: Mutex::new(()),
             snapshot: RwLock::new(()),
@@ -185,6 +191,8 @@ impl Engine for SledEngine {
     }
 
     fn transact(&self, work: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
+        // Fails fast: after a failed write sled may hang a new one.
+        self.latch.check()?;
         let _shared = self.snapshot.read().unwrap_or_else(PoisonError::into_inner);
         let work = RefCell::new(work);
         let result = self.trees[..].transaction(|trees: &Vec<TransactionalTree>| {
@@ -200,7 +208,7 @@ impl Engine for SledEngine {
         });
         result.map_err(|error| match error {
             TransactionError::Abort(error) => error,
-            TransactionError::Storage(error) => error.into(),
+            TransactionError::Storage(error) => self.latch.trip(format_args!("write: {error}")),
         })
     }
 
@@ -229,12 +237,21 @@ impl Engine for SledEngine {
 
     fn checkpoint(&self, watermark: u64) -> Result<()> {
         let _one_at_a_time = self.sealing.lock().unwrap_or_else(PoisonError::into_inner);
-        self.db.flush()?;
+        // A failed store is never sealed: what it holds in memory may not
+        // be on disk.
+        flusher::flush_or_trip(&self.db, &self.latch)?;
         seal::write(&self.dir, watermark).map_err(|e| Error::internal(format!("cannot write the seal: {e}")))
     }
 
     fn shutdown(&self) -> Result<()> {
         self.flusher.shutdown()
+    }
+
+    fn health(&self) -> Health {
+        match self.latch.cause() {
+            Some(cause) => Health::Failed(cause.to_owned()),
+            None => Health::Serving,
+        }
     }
 }
 

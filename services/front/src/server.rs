@@ -8,6 +8,7 @@ use agentvfs_proto::v1::admin_server::AdminServer;
 use agentvfs_proto::v1::content_store_server::ContentStoreServer;
 use agentvfs_proto::v1::file_system_server::FileSystemServer;
 use tokio::net::TcpListener;
+use tonic::server::NamedService;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
@@ -16,7 +17,7 @@ use crate::auth::Authenticator;
 use crate::config::Config;
 use crate::grep::{Grep, PageBudget};
 use crate::grpc::Services;
-use crate::store::Store;
+use crate::store::{Health, Store};
 use crate::workers::Workers;
 
 /// The front's health entry for "a worker answers" (grep and search).
@@ -117,6 +118,9 @@ pub async fn serve(
             }
         }
     });
+    // Apart from the other tasks: it is stopped before shutdown turns the
+    // health NOT_SERVING, so that it cannot turn it back.
+    let store_health = tokio::spawn(follow_store_health(store.clone(), health.clone()));
     background.spawn(crate::metrics::sample(store.clone(), workers.clone(), index_progress.clone()));
     let server = Server::builder()
         .layer(crate::metrics::RpcMetricsLayer)
@@ -153,6 +157,8 @@ pub async fn serve(
 
     shutdown.await;
     tracing::info!("shutting down: draining in-flight calls");
+    store_health.abort();
+    let _ = store_health.await;
     health.set_not_serving::<FileSystemServer<Services>>().await;
     health.set_not_serving::<AdminServer<Services>>().await;
     services_for_admission.close();
@@ -171,6 +177,42 @@ pub async fn serve(
     store.blocking(|store| store.close()).await?;
     tracing::info!("store flushed; stopped");
     Ok(())
+}
+
+/// Keeps the health of the front's services in step with the store's,
+/// checked every second. A store that does not answer (a database that is
+/// down) takes `FileSystem`, the readiness probe, out of service until it
+/// answers again; a store that failed for good takes `Admin`, the liveness
+/// probe, out too, so that the front is restarted.
+async fn follow_store_health(store: Store, health: tonic_health::server::HealthReporter) {
+    use tonic_health::ServingStatus::{NotServing, Serving};
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    // `serve` set both SERVING once the store was open.
+    let mut shown = (Serving, Serving);
+    loop {
+        tick.tick().await;
+        let now = match store.blocking(|store| Ok(store.health())).await {
+            Ok(now) => now,
+            Err(error) => Health::Unavailable(error.to_string()),
+        };
+        let statuses = match &now {
+            Health::Serving => (Serving, Serving),
+            Health::Unavailable(_) => (NotServing, Serving),
+            Health::Failed(_) => (NotServing, NotServing),
+        };
+        if statuses == shown {
+            continue;
+        }
+        match &now {
+            Health::Serving => tracing::info!("the store answers again: serving"),
+            Health::Unavailable(cause) => tracing::warn!(%cause, "the store does not answer: not serving files"),
+            // The engine logged the failure itself, loudly.
+            Health::Failed(cause) => tracing::warn!(%cause, "the store failed: not serving, asking for a restart"),
+        }
+        health.set_service_status(<FileSystemServer<Services> as NamedService>::NAME, statuses.0).await;
+        health.set_service_status(<AdminServer<Services> as NamedService>::NAME, statuses.1).await;
+        shown = statuses;
+    }
 }
 
 /// Drops idempotency receipts older than `retention` and collects uploads

@@ -233,6 +233,18 @@ impl Postgres {
         self.wait(async { tokio::time::timeout(timeout, probe).await })
             .unwrap_or_else(|_| Err(format!("the database did not answer within {timeout:?}")))
     }
+
+    /// Gauges of the connection pool, and the retry counter at zero until
+    /// the first retry, so that both show in `/metrics` from the start.
+    fn record_pool(&self) {
+        let status = self.pool.status();
+        let in_use = status.size.saturating_sub(status.available);
+        metrics::gauge!("agentvfs_store_pool_connections", "state" => "in_use").set(in_use as f64);
+        metrics::gauge!("agentvfs_store_pool_connections", "state" => "idle").set(status.available as f64);
+        metrics::gauge!("agentvfs_store_pool_max_connections").set(status.max_size as f64);
+        metrics::gauge!("agentvfs_store_pool_waiting").set(status.waiting as f64);
+        metrics::counter!("agentvfs_store_transaction_retries_total").increment(0);
+    }
 }
 
 impl Engine for Postgres {
@@ -309,7 +321,10 @@ impl Engine for Postgres {
     }
 
     fn health(&self) -> Health {
-        match self.probe() {
+        let probed = self.probe();
+        // Sampled here, on the health check's beat (every second).
+        self.record_pool();
+        match probed {
             Ok(()) => Health::Serving,
             Err(detail) => Health::Unavailable(detail),
         }

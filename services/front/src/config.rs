@@ -111,7 +111,8 @@ pub struct Options {
     /// Free disk space to keep; writes that would go below it are STORAGE_FULL.
     #[arg(long, env = "AGENTVFS_MIN_FREE_BYTES")]
     pub min_free_bytes: Option<u64>,
-    /// Memory for the store's page cache, in bytes.
+    /// Memory for caching the store, in bytes: sled's page cache, or on a
+    /// database the cache of version records and content (which never change).
     #[arg(long, env = "AGENTVFS_STORE_CACHE_BYTES")]
     pub store_cache_bytes: Option<u64>,
     /// Most entries a folder may hold for one change to move, copy, trash

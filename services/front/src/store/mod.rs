@@ -11,6 +11,7 @@
 //!
 //! All methods block; callers on the async runtime use [`Store::blocking`].
 
+mod cache;
 mod commit;
 pub mod content;
 pub mod engine;
@@ -70,7 +71,8 @@ pub struct StoreLimits {
     /// with STORAGE_FULL before sled runs out of room (sled treats a failed
     /// write as fatal for reads too).
     pub min_free_bytes: u64,
-    /// Memory sled may use to cache the store's pages.
+    /// Memory sled may use to cache the store's pages, or, on a database,
+    /// the cache of immutable records may take.
     pub cache_bytes: u64,
     /// Most entries (files and folders) a subtree may hold for one change to
     /// move, copy, trash or remove it. The bound is memory: while sled
@@ -104,6 +106,8 @@ struct Inner {
     /// Counts commits, so followers of the log know when to look again.
     commits: tokio::sync::watch::Sender<u64>,
     engine: Box<dyn Engine>,
+    /// Immutable records kept in memory, for an engine without a cache.
+    cache: Option<cache::Cache>,
     stripes: Vec<Mutex<()>>,
     /// Held while jobs move from the queue to the outbox (see [`outbox`]).
     publishing: Mutex<()>,
@@ -139,16 +143,18 @@ impl Store {
     pub fn open(dir: &Path, durability: Durability, limits: StoreLimits) -> Result<Self, OpenError> {
         let options =
             SledOptions { durability, cache_bytes: limits.cache_bytes, min_free_bytes: limits.min_free_bytes };
-        Self::on(Box::new(SledEngine::open(dir, options)?), limits)
+        // sled caches its pages itself.
+        Self::on(Box::new(SledEngine::open(dir, options)?), limits, None)
     }
 
     /// Opens the store in the database of `options`.
     pub fn connect(options: &PostgresOptions, limits: StoreLimits) -> Result<Self, OpenError> {
-        Self::on(Box::new(Postgres::open(options)?), limits)
+        let cache = cache::Cache::new(usize::try_from(limits.cache_bytes).unwrap_or(usize::MAX));
+        Self::on(Box::new(Postgres::open(options)?), limits, Some(cache))
     }
 
     /// Opens the store kept by `engine`, making it a store if it is empty.
-    pub fn on(engine: Box<dyn Engine>, limits: StoreLimits) -> Result<Self, OpenError> {
+    fn on(engine: Box<dyn Engine>, limits: StoreLimits, cache: Option<cache::Cache>) -> Result<Self, OpenError> {
         let display = format!("{engine:?}");
         match engine.get(Table::Meta, FORMAT_KEY).map_err(OpenError::Read)? {
             Some(found) if found != FORMAT => {
@@ -172,6 +178,7 @@ impl Store {
             inner: Arc::new(Inner {
                 commits: tokio::sync::watch::Sender::new(0),
                 engine,
+                cache,
                 stripes,
                 publishing: Mutex::new(()),
                 limits,
@@ -336,7 +343,15 @@ impl Store {
     }
 
     pub fn version(&self, space: SpaceId, node: NodeId, version: u64) -> Result<Option<VersionRecord>> {
-        self.get_decoded(Table::Versions, &keys::version(space, node, version))
+        let cache = self.inner.cache.as_ref();
+        if let Some(record) = cache.and_then(|cache| cache.version(space, node, version)) {
+            return Ok(Some(record));
+        }
+        let record: Option<VersionRecord> = self.get_decoded(Table::Versions, &keys::version(space, node, version))?;
+        if let (Some(cache), Some(record)) = (cache, &record) {
+            cache.put_version(space, node, version, record);
+        }
+        Ok(record)
     }
 
     /// Versions of a node, newest first, starting below `before`.
@@ -359,7 +374,17 @@ impl Store {
 
     /// The bytes with this hash, verified.
     pub fn content(&self, hash: Hash) -> Result<Vec<u8>> {
-        content::read(self, hash)
+        let cache = self.inner.cache.as_ref();
+        if let Some(bytes) = cache.and_then(|cache| cache.content(hash)) {
+            return Ok(bytes.to_vec());
+        }
+        let bytes = content::read(self, hash)?;
+        if let Some(cache) = cache
+            && bytes.len() <= cache::MAX_CACHED_CONTENT
+        {
+            cache.put_content(hash, Bytes::copy_from_slice(&bytes));
+        }
+        Ok(bytes)
     }
 
     /// The receipt of an idempotent call, if one is kept.
@@ -389,11 +414,17 @@ impl Store {
     /// The bytes with this hash, not hashed again (for workers, which may
     /// hash them themselves); `None` when no content has this hash.
     pub fn content_unverified(&self, hash: Hash) -> Result<Option<Vec<u8>>> {
+        if let Some(bytes) = self.inner.cache.as_ref().and_then(|cache| cache.content(hash)) {
+            return Ok(Some(bytes.to_vec()));
+        }
         content::read_if_stored(self, hash)
     }
 
     /// [`Store::content_unverified`] as the stored chunks, without copying them.
     pub fn content_chunks_unverified(&self, hash: Hash) -> Result<Option<Vec<Bytes>>> {
+        if let Some(bytes) = self.inner.cache.as_ref().and_then(|cache| cache.content(hash)) {
+            return Ok(Some(vec![bytes]));
+        }
         content::read_chunks_if_stored(self, hash)
     }
 

@@ -45,7 +45,9 @@ pub async fn sample(store: Store, workers: Arc<Workers>, progress: Arc<Progress>
             Ok(sampled) => sampled,
             Err(_) => continue,
         };
-        gauge!("agentvfs_store_size_bytes").set(size as f64);
+        if let Some(size) = size {
+            gauge!("agentvfs_store_size_bytes").set(size as f64);
+        }
         let (depth, lag) = match outbox {
             Some((first, last)) => (last - first + 1, last.saturating_sub(slowest)),
             None => (0, 0),

@@ -232,8 +232,8 @@ impl Store {
         self.engine().health()
     }
 
-    /// Bytes the store occupies on disk.
-    pub fn size_on_disk(&self) -> Result<u64> {
+    /// Bytes the store occupies on the front's disk (`None` on a database).
+    pub fn size_on_disk(&self) -> Result<Option<u64>> {
         self.engine().size_on_disk()
     }
 

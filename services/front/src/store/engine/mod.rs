@@ -161,8 +161,8 @@ pub trait Engine: Send + Sync + fmt::Debug {
     /// safely (a nearly full disk).
     fn check_room(&self, incoming: u64, released_chunks: u64) -> Result<()>;
 
-    /// Bytes the store takes, where the engine can tell.
-    fn size_on_disk(&self) -> Result<u64>;
+    /// Bytes the store takes on the front's disk (`None`: it is not on it).
+    fn size_on_disk(&self) -> Result<Option<u64>>;
 
     /// Checks, once at open, that the store holds every change the engine
     /// knows to have been made durable (`watermark` counts them).

@@ -303,8 +303,9 @@ impl Engine for Postgres {
         Ok(())
     }
 
-    fn size_on_disk(&self) -> Result<u64> {
-        Ok(0)
+    fn size_on_disk(&self) -> Result<Option<u64>> {
+        // The database's own business, and its metrics'.
+        Ok(None)
     }
 
     fn check_watermark(&self, _watermark: u64) -> Result<(), OpenError> {

@@ -141,7 +141,7 @@ impl SledEngine {
         let mut rewrite = chunks.saturating_mul(REWRITE_PER_CHUNK);
         if available < rewrite.saturating_add(RELEASE_SLACK) {
             // sled cannot rewrite more than it holds (looked up only when it matters).
-            rewrite = rewrite.min(self.size_on_disk()?);
+            rewrite = rewrite.min(self.db.size_on_disk()?);
         }
         let needed = rewrite.saturating_add(RELEASE_SLACK);
         if available < needed {
@@ -227,8 +227,8 @@ impl Engine for SledEngine {
         self.check_room_to_release(released_chunks)
     }
 
-    fn size_on_disk(&self) -> Result<u64> {
-        Ok(self.db.size_on_disk()?)
+    fn size_on_disk(&self) -> Result<Option<u64>> {
+        Ok(Some(self.db.size_on_disk()?))
     }
 
     fn check_watermark(&self, watermark: u64) -> Result<(), OpenError> {

@@ -362,7 +362,7 @@ impl Config {
     /// The configuration as TOML-like text, for `--print-config`.
     pub fn describe(&self) -> String {
         format!(
-            "listen = \"{}\"\ndata-dir = \"{}\"\n{}worker = {:?}\nworker-refresh-seconds = {}\ndev = {}\ntokens = {:?}\ndurability = \"{:?}\"\n\
+            "listen = \"{}\"\n{}worker = {:?}\nworker-refresh-seconds = {}\ndev = {}\ntokens = {:?}\ndurability = \"{:?}\"\n\
              log-format = \"{:?}\"\nmax-text-bytes = {}\nmax-file-bytes = {}\nmax-message-bytes = {}\n\
              default-quota-bytes = {}\ndefault-quota-files = {}\nmin-free-bytes = {}\nstore-cache-bytes = {}\nmax-subtree-entries = {}\nstore-threads = {}\n\
              drain-seconds = {}\n\
@@ -370,15 +370,17 @@ impl Config {
              session-capacity = {}\nsession-idle-seconds = {}\ngrep-concurrency = {}\ngrep-queue = {}\n\
              grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\nmax-in-flight = {}\nrate-limit = {}\nmetrics-listen = {:?}\n",
             self.listen,
-            self.data_dir.display(),
-            self.database.as_ref().map_or_else(String::new, |database| format!(
-                "database-url = \"{}\"\ndatabase-pool = {}\ndatabase-connect-timeout-seconds = {}\n\
+            self.database.as_ref().map_or_else(
+                || format!("data-dir = \"{}\"\n", self.data_dir.display()),
+                |database| format!(
+                    "database-url = \"{}\"\ndatabase-pool = {}\ndatabase-connect-timeout-seconds = {}\n\
                  database-statement-timeout-seconds = {}\n",
-                masked_url(&database.url),
-                database.pool_size,
-                database.connect_timeout.as_secs(),
-                database.statement_timeout.as_secs(),
-            )),
+                    masked_url(&database.url),
+                    database.pool_size,
+                    database.connect_timeout.as_secs(),
+                    database.statement_timeout.as_secs(),
+                )
+            ),
             self.workers.iter().map(ToString::to_string).collect::<Vec<_>>(),
             self.worker_refresh.as_secs(),
             self.dev,

@@ -211,7 +211,7 @@ impl Admin for Services {
                     }
                 };
                 let response = pb::RemoveResponse { removed: removed as u64, revision: commit.revision() };
-                commit.receipt = receipt.map(|receipt| receipt.seal(&response));
+                commit.receipt = receipt.as_ref().map(|receipt| receipt.seal(&response));
                 Ok(response)
             })?;
             Ok(response)
@@ -240,7 +240,7 @@ impl Admin for Services {
                     restored: restored as u64,
                     revision: commit.revision(),
                 };
-                commit.receipt = receipt.map(|receipt| receipt.seal(&response));
+                commit.receipt = receipt.as_ref().map(|receipt| receipt.seal(&response));
                 Ok(response)
             })?;
             Ok(response)
@@ -340,7 +340,7 @@ fn update_space(
     store: &Store,
     caller: &Caller,
     space: &SpaceRecord,
-    change: impl FnOnce(&mut SpaceRecord) -> Result<(), Error>,
+    change: impl Fn(&mut SpaceRecord) -> Result<(), Error>,
     claim: Option<&Claim<'_>>,
 ) -> Result<pb::Space, Error> {
     let receipt = claim.map(|c| c.receipt(convert::space));

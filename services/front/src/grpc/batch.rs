@@ -103,10 +103,12 @@ fn plan(
     }
     // A failing action fails the plan, so nothing of the batch is applied.
     let planned = front.store.mutate_many(&spaces, &caller.principal, req.apply, |store, commits| {
-        if let Some((index, error)) = destination_error {
-            failed = Some(index);
-            return Err(error);
+        if let Some((index, error)) = &destination_error {
+            failed = Some(*index);
+            return Err(error.clone());
         }
+        // Planned again from the start when the plan went stale.
+        outcomes.clear();
         for (index, action) in req.actions.iter().enumerate() {
             match run(front, caller, store, commits, req, index, action) {
                 Ok(outcome) => outcomes.push(outcome),
@@ -125,7 +127,7 @@ fn plan(
             failed_index: None,
             revision: if req.apply && !commits[0].is_empty() { commits[0].revision() } else { space.revision },
         };
-        commits[0].receipt = receipt.map(|receipt| receipt.seal(&response));
+        commits[0].receipt = receipt.as_ref().map(|receipt| receipt.seal(&response));
         Ok(response)
     });
     let response = match planned {

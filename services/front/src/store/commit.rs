@@ -369,7 +369,11 @@ fn write_commit(
             None => return Err(Error::space_not_found(&commit.space.name)),
         };
         if stored.revision + 1 != commit.revision() {
-            return Err(Error::internal("the space changed while a commit was planned"));
+            // Another front committed to the space since the plan read it.
+            return Err(Error::new(
+                Reason::TransactionConflict,
+                "The space changed while this change was planned; it was not saved.",
+            ));
         }
     }
     tx.put(Table::Spaces, space_key, space_value)?;

@@ -42,11 +42,21 @@ impl Store {
         receipt: Option<ReceiptPlan<Generated>>,
     ) -> Result<Generated> {
         let _guard = self.lock_space(space);
+        self.replanning(|| self.register_functions_once(space, &functions, principal, receipt.as_ref()))
+    }
+
+    fn register_functions_once(
+        &self,
+        space: SpaceId,
+        functions: &[Function],
+        principal: &str,
+        receipt: Option<&ReceiptPlan<Generated>>,
+    ) -> Result<Generated> {
         let record = self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
         let mut commit = Commit::new(record.clone(), principal);
         let before = self.functions(space)?;
         let mut registry = before.clone();
-        for function in functions {
+        for function in functions.iter().cloned() {
             match registry.iter_mut().find(|f| f.name == function.name) {
                 Some(existing) => *existing = function,
                 None => registry.push(function),
@@ -71,6 +81,16 @@ impl Store {
         receipt: Option<ReceiptPlan<Generated>>,
     ) -> Result<Generated> {
         let _guard = self.lock_space(space);
+        self.replanning(|| self.restore_default_once(space, path, principal, receipt.as_ref()))
+    }
+
+    fn restore_default_once(
+        &self,
+        space: SpaceId,
+        path: &SpacePath,
+        principal: &str,
+        receipt: Option<&ReceiptPlan<Generated>>,
+    ) -> Result<Generated> {
         let record = self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
         let commit = Commit::new(record.clone(), principal);
         let registry = self.functions(space)?;
@@ -100,7 +120,7 @@ impl Store {
         before: &super::SpaceRecord,
         files: Vec<(String, String)>,
         force: bool,
-        receipt: Option<ReceiptPlan<Generated>>,
+        receipt: Option<&ReceiptPlan<Generated>>,
     ) -> Result<Generated> {
         let mut out = Generated { revision: before.revision, ..Generated::default() };
         for (path, content) in files {
@@ -138,7 +158,7 @@ impl Store {
             out.written.push(path.to_string());
         }
         if out.written.is_empty() && commit.functions.is_none() {
-            self.keep_receipt(receipt.as_ref(), &out)?;
+            self.keep_receipt(receipt, &out)?;
             return Ok(out);
         }
         commit.check_quota(before)?;

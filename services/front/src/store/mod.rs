@@ -55,6 +55,9 @@ use records::decode;
 const FORMAT_KEY: &[u8] = b"format";
 const FORMAT: &[u8] = b"agentvfs-store-1";
 const LOCK_STRIPES: usize = 64;
+/// How often a change whose plan went stale is planned again (see
+/// [`Store::replanning`]) before the call fails with TRANSACTION_CONFLICT.
+const MAX_REPLANS: u32 = 16;
 /// Revisions of deleted spaces, in `spaces` (a big-endian `u64`).
 const RETIRED_KEY: &[u8] = b"mretired";
 
@@ -274,6 +277,25 @@ impl Store {
             removed += batch.len();
         }
         Ok(removed)
+    }
+
+    /// Runs `attempt`, which plans a change and applies it, once more
+    /// while it fails with TRANSACTION_CONFLICT: another front committed to
+    /// the space after the plan read it (the commit refuses a stale plan),
+    /// or the engine gave up re-running the transaction. The space's lock
+    /// stripe keeps this front's own changes from conflicting at all.
+    fn replanning<T>(&self, mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
+        let mut replans = 0;
+        loop {
+            match attempt() {
+                Err(error) if error.reason == Reason::TransactionConflict && replans < MAX_REPLANS => {
+                    replans += 1;
+                    metrics::counter!("agentvfs_store_replans_total").increment(1);
+                    std::thread::sleep(std::time::Duration::from_millis(fastrand::u64(1..=4 * u64::from(replans))));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Serializes mutations of one space (and of the spaces sharing its stripe).

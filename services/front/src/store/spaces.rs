@@ -105,12 +105,12 @@ impl Store {
         &self,
         id: SpaceId,
         principal: &str,
-        change: impl FnOnce(&mut SpaceRecord) -> Result<()>,
+        change: impl Fn(&mut SpaceRecord) -> Result<()>,
         receipt: Option<ReceiptPlan<SpaceRecord>>,
     ) -> Result<SpaceRecord> {
         let (space, _) = self.mutate(id, principal, true, |_, commit| {
             change(&mut commit.space)?;
-            commit.receipt = receipt.map(|receipt| receipt.seal(&commit.space));
+            commit.receipt = receipt.as_ref().map(|receipt| receipt.seal(&commit.space));
             Ok(commit.space.clone())
         })?;
         Ok(space)

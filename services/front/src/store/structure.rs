@@ -21,7 +21,7 @@ impl Store {
         space: SpaceId,
         principal: &str,
         apply: bool,
-        plan: impl FnOnce(&Store, &mut Commit) -> Result<T>,
+        mut plan: impl FnMut(&Store, &mut Commit) -> Result<T>,
     ) -> Result<(T, u64)> {
         let (out, revisions) =
             self.mutate_many(&[space], principal, apply, |store, commits| plan(store, &mut commits[0]))?;
@@ -30,15 +30,26 @@ impl Store {
 
     /// Like [`Store::mutate`] for several spaces at once (a move between
     /// spaces): all their commits apply in one transaction, or none does.
-    /// The first space's commit carries the receipt.
+    /// The first space's commit carries the receipt. `plan` runs again when
+    /// its plan went stale (see [`Store::replanning`]).
     pub(crate) fn mutate_many<T>(
         &self,
         spaces: &[SpaceId],
         principal: &str,
         apply: bool,
-        plan: impl FnOnce(&Store, &mut [Commit]) -> Result<T>,
+        mut plan: impl FnMut(&Store, &mut [Commit]) -> Result<T>,
     ) -> Result<(T, Vec<u64>)> {
         let _guards = self.lock_spaces(spaces);
+        self.replanning(|| self.mutate_once(spaces, principal, apply, &mut plan))
+    }
+
+    fn mutate_once<T>(
+        &self,
+        spaces: &[SpaceId],
+        principal: &str,
+        apply: bool,
+        plan: &mut impl FnMut(&Store, &mut [Commit]) -> Result<T>,
+    ) -> Result<(T, Vec<u64>)> {
         let mut befores = Vec::with_capacity(spaces.len());
         for &space in spaces {
             befores.push(self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?);

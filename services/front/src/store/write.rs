@@ -69,8 +69,18 @@ pub struct WriteOutcome {
 impl Store {
     /// Applies a write; see [`WriteOp`]. Not yet durable: await [`Store::durable`]
     /// when `changed`.
-    pub fn write(&self, op: WriteOp) -> Result<WriteOutcome> {
+    pub fn write(&self, mut op: WriteOp) -> Result<WriteOutcome> {
         let _guard = self.lock_space(op.space);
+        let text_body = matches!(op.body, WriteBody::Text(_));
+        let body = Arc::new(match std::mem::replace(&mut op.body, WriteBody::Bytes(Vec::new())) {
+            WriteBody::Text(text) => text.into_bytes(),
+            WriteBody::Bytes(bytes) => bytes,
+        });
+        self.replanning(|| self.write_once(&op, &body, text_body))
+    }
+
+    /// Plans and applies a write whose body is `body` (`op.body` is not used).
+    fn write_once(&self, op: &WriteOp, body: &Arc<Vec<u8>>, text_body: bool) -> Result<WriteOutcome> {
         let space = self.space(op.space)?.ok_or_else(|| Error::space_not_found(&op.space.to_string()))?;
         let path = &op.path;
         if path.is_root() {
@@ -84,7 +94,6 @@ impl Store {
         }
         check_expected(path, op.expected_version, existing.as_ref())?;
 
-        let text_body = matches!(op.body, WriteBody::Text(_));
         if let (Some(entry), WriteMode::CreateNew) = (&existing, op.mode) {
             let version = self.version(op.space, entry.node, entry.version)?.ok_or_else(|| missing_version(path))?;
             let outcome = WriteOutcome {
@@ -102,10 +111,6 @@ impl Store {
             return Ok(outcome);
         }
 
-        let body = match op.body {
-            WriteBody::Text(text) => text.into_bytes(),
-            WriteBody::Bytes(bytes) => bytes,
-        };
         let bytes = match (&existing, op.mode) {
             (Some(entry), WriteMode::Append) if !body.is_empty() => {
                 let previous =
@@ -114,11 +119,11 @@ impl Store {
                     return Err(not_text(path, &previous.text));
                 }
                 let mut bytes = self.content(entry.hash)?;
-                bytes.extend_from_slice(&body);
-                bytes
+                bytes.extend_from_slice(body);
+                Arc::new(bytes)
             }
-            (Some(entry), WriteMode::Append) => self.content(entry.hash)?,
-            _ => body,
+            (Some(entry), WriteMode::Append) => Arc::new(self.content(entry.hash)?),
+            _ => body.clone(),
         };
 
         let limits = self.limits();
@@ -166,7 +171,7 @@ impl Store {
             idempotency_key: op.actor.idempotency_key.clone(),
             tool_call: op.actor.tool_call.clone(),
         };
-        let entry = commit.put_file(path, existing.as_ref(), record, Arc::new(bytes), false);
+        let entry = commit.put_file(path, existing.as_ref(), record, bytes, false);
         commit.check_quota(&space)?;
         let outcome = WriteOutcome {
             node: entry.node,
@@ -179,7 +184,7 @@ impl Store {
             changed: true,
             revision: commit.revision(),
         };
-        commit.receipt = op.receipt.map(|receipt| receipt.seal(&outcome));
+        commit.receipt = op.receipt.as_ref().map(|receipt| receipt.seal(&outcome));
         self.apply(&commit)?;
         Ok(outcome)
     }

@@ -14,23 +14,34 @@
 //!    every call carries `authorization: Bearer`, each on a fresh front.
 //! 4. Latency of sequential `Edit`s of one line in a ~5 MiB text file, next to
 //!    sequential tail `Read`s (10 lines) and whole-file `Write`s of that file.
-//!
 //! 5. Time of one `Batch` that copies, renames or trashes a folder of
 //!    [`SUBTREE_FILES`] files (each action is one commit under the space's lock).
+//! 6. The database engine beside sled, in the same run: a front on sled and a
+//!    front on a fresh database of a throwaway PostgreSQL cluster
+//!    (`agentvfs-testdb`, sharing the machine's cores), both
+//!    `--durability group`, take turns on durable `Write`s of ~200-byte files
+//!    at concurrency 1, 16 and 64, 200-byte `Read`s at concurrency 64 and
+//!    [`EDIT_CALLS`] sequential one-line `Edit`s of a ~100 KiB text file.
+//!    Each database figure is printed with sled's and their ratio, against
+//!    the goals: writes at c=64 at least 0.8x sled, reads at least 0.5x.
+//!    Beside it, the transactions the database committed
+//!    (`pg_stat_database.xact_commit`) per second and per call.
 //!
 //! Rate measurements run for a fixed wall time after a short warm-up and
-//! report calls/s with p50/p99 latency; the 5 MiB file section times a fixed
+//! report calls/s with p50/p99 latency; the file sections time a fixed
 //! number of sequential calls. Figures are printed, never asserted, and also
 //! written as JSON to `target/bench-rpc.json`.
 //!
 //! ```sh
-//! cargo bench -p agentvfs-front --bench rpc            # every section
-//! cargo bench -p agentvfs-front --bench rpc -- subtree # one section
+//! cargo bench -p agentvfs-front --bench rpc             # every section
+//! cargo bench -p agentvfs-front --bench rpc -- database # one section
 //! ```
 //!
-//! Sections: `writes`, `reads`, `overhead`, `big-file`, `subtree`. With
-//! `AGENTVFS_BENCH_FRONT=PATH` the bench runs another build of the front (an
-//! older commit's, for a before/after comparison in one script).
+//! Sections: `writes`, `reads`, `overhead`, `big-file`, `subtree`,
+//! `database` (which needs PostgreSQL's server binaries, Debian's
+//! `postgresql` package). With `AGENTVFS_BENCH_FRONT=PATH` the bench runs
+//! another build of the front (an older commit's, for a before/after
+//! comparison in one script; `database` needs one with `--database-url`).
 
 #[path = "common/rss.rs"]
 mod rss;
@@ -39,11 +50,14 @@ use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::admin_client::AdminClient;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
+use agentvfs_testdb::Cluster;
 use serde_json::{Value, json};
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
@@ -72,6 +86,20 @@ const BIG_PATH: &str = "/big/five-mib.txt";
 const BIG_CALLS: usize = 30;
 /// Files in the folder the subtree section copies, renames and trashes.
 const SUBTREE_FILES: usize = 20_000;
+/// 1,575 lines of 64 characters plus `\n` is 102,375 bytes: just under
+/// 100 KiB, the file the database section edits.
+const EDIT_LINES: usize = 1_575;
+const EDIT_PATH: &str = "/edit/hundred-kib.txt";
+/// Sequential one-line edits per engine in the database section.
+const EDIT_CALLS: usize = 100;
+/// Connections of the database front (the front's default).
+const DATABASE_POOL: usize = 16;
+/// Goals of the database engine, as a share of sled's rate in the same run.
+const DATABASE_WRITE_GOAL: f64 = 0.8;
+const DATABASE_READ_GOAL: f64 = 0.5;
+/// Longer than PostgreSQL 15 keeps an idle backend's counts before it
+/// publishes them (`PGSTAT_IDLE_INTERVAL`, ten seconds); see [`Commits`].
+const STATS_SETTLE: Duration = Duration::from_millis(10_500);
 
 /// How a front authenticates its callers.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -298,22 +326,25 @@ fn payload(concurrency: usize, task: usize, n: u64) -> String {
     text
 }
 
+/// Writes file `n` of task `task` at level `concurrency`: a new ~200-byte file.
+async fn write_small(channel: Channel, concurrency: usize, task: usize, n: u64) -> Result<(), tonic::Status> {
+    let request = pb::WriteRequest {
+        space: SPACE.into(),
+        path: format!("/c{concurrency}/w{task}/f{n}.txt"),
+        body: Some(pb::write_request::Body::Content(payload(concurrency, task, n))),
+        ..Default::default()
+    };
+    FileSystemClient::new(channel).write(request).await.map(drop)
+}
+
 async fn bench_writes(durability: &str) -> Vec<(usize, Stats)> {
     let front = Front::start(durability).await;
     front.create_space().await;
     let mut results = Vec::new();
     for concurrency in WRITE_LEVELS {
         let channels = front.channels(concurrency.min(MAX_CHANNELS)).await;
-        let stats = drive(&channels, concurrency, move |channel, task, n| async move {
-            let request = pb::WriteRequest {
-                space: SPACE.into(),
-                path: format!("/c{concurrency}/w{task}/f{n}.txt"),
-                body: Some(pb::write_request::Body::Content(payload(concurrency, task, n))),
-                ..Default::default()
-            };
-            FileSystemClient::new(channel).write(request).await.map(drop)
-        })
-        .await;
+        let stats =
+            drive(&channels, concurrency, move |channel, task, n| write_small(channel, concurrency, task, n)).await;
         print_row(durability, concurrency, &stats);
         results.push((concurrency, stats));
     }
@@ -395,19 +426,55 @@ fn big_line(index: usize, tag: &str) -> String {
     line
 }
 
-fn big_text(first_tag: &str) -> String {
-    let mut text = String::with_capacity(BIG_LINES * (BIG_LINE_CHARS + 1));
-    for index in 0..BIG_LINES {
+/// A text of `lines` lines of [`big_line`], the first tagged `first_tag`.
+fn lines_text(lines: usize, first_tag: &str) -> String {
+    let mut text = String::with_capacity(lines * (BIG_LINE_CHARS + 1));
+    for index in 0..lines {
         text.push_str(&big_line(index, if index == 0 { first_tag } else { "original" }));
         text.push('\n');
     }
     text
 }
 
-/// The line edited in round `round`: spread over the whole file, never the
-/// first line (rewritten by the overwrite baseline) and never twice.
-fn edited_index(round: usize) -> usize {
-    1 + round * (BIG_LINES - 1) / BIG_CALLS
+/// The line edited in round `round` of `calls` on a file of `lines` lines:
+/// spread over the whole file, never the first line (rewritten by the
+/// overwrite baseline) and never twice (`calls` < `lines`).
+fn edited_index(round: usize, lines: usize, calls: usize) -> usize {
+    1 + round * (lines - 1) / calls
+}
+
+/// Edits one line of the file at `path` (written by [`lines_text`] with
+/// `lines` lines, now at `version`) in each of `calls` sequential `Edit`s;
+/// returns each call's latency.
+async fn edit_lines(
+    fs: &mut FileSystemClient<Channel>,
+    path: &str,
+    lines: usize,
+    calls: usize,
+    mut version: u64,
+) -> Vec<Duration> {
+    let mut edits = Vec::with_capacity(calls);
+    for round in 0..calls {
+        let index = edited_index(round, lines, calls);
+        let replace = pb::ReplaceEdit {
+            old_text: format!("{}\n", big_line(index, "original")),
+            new_text: format!("{}\n", big_line(index, &format!("edited-{round:02}"))),
+            ..Default::default()
+        };
+        let request = pb::EditRequest {
+            space: SPACE.into(),
+            path: path.into(),
+            base_version: Some(version),
+            edits: vec![pb::TextEdit { kind: Some(pb::text_edit::Kind::Replace(replace)) }],
+            ..Default::default()
+        };
+        let start = Instant::now();
+        let reply = fs.edit(request).await.expect("edit one line").into_inner();
+        edits.push(start.elapsed());
+        assert!(reply.changed && reply.replacements == [1], "edit {round} did not replace exactly one line");
+        version = reply.version;
+    }
+    edits
 }
 
 struct BigFile {
@@ -421,7 +488,7 @@ async fn bench_big_file() -> BigFile {
     let front = Front::start("group").await;
     front.create_space().await;
     let mut fs = FileSystemClient::new(front.try_connect().await.expect("connect"));
-    let text = big_text("original");
+    let text = lines_text(BIG_LINES, "original");
     let bytes = text.len();
     assert!(bytes < 5 << 20, "the big file must stay under the 5 MiB text limit");
     let write = |content: String| pb::WriteRequest {
@@ -430,29 +497,8 @@ async fn bench_big_file() -> BigFile {
         body: Some(pb::write_request::Body::Content(content)),
         ..Default::default()
     };
-    let mut version = fs.write(write(text)).await.expect("write the 5 MiB file").into_inner().version;
-
-    let mut edits = Vec::with_capacity(BIG_CALLS);
-    for round in 0..BIG_CALLS {
-        let index = edited_index(round);
-        let replace = pb::ReplaceEdit {
-            old_text: format!("{}\n", big_line(index, "original")),
-            new_text: format!("{}\n", big_line(index, &format!("edited-{round:02}"))),
-            ..Default::default()
-        };
-        let request = pb::EditRequest {
-            space: SPACE.into(),
-            path: BIG_PATH.into(),
-            base_version: Some(version),
-            edits: vec![pb::TextEdit { kind: Some(pb::text_edit::Kind::Replace(replace)) }],
-            ..Default::default()
-        };
-        let start = Instant::now();
-        let reply = fs.edit(request).await.expect("edit the 5 MiB file").into_inner();
-        edits.push(start.elapsed());
-        assert!(reply.changed && reply.replacements == [1], "edit {round} did not replace exactly one line");
-        version = reply.version;
-    }
+    let version = fs.write(write(text)).await.expect("write the 5 MiB file").into_inner().version;
+    let edits = edit_lines(&mut fs, BIG_PATH, BIG_LINES, BIG_CALLS, version).await;
 
     let mut reads = Vec::with_capacity(BIG_CALLS);
     for _ in 0..BIG_CALLS {
@@ -473,7 +519,7 @@ async fn bench_big_file() -> BigFile {
     let mut writes = Vec::with_capacity(BIG_CALLS);
     for round in 0..BIG_CALLS {
         // A different first line each time, so every overwrite is a real change.
-        let request = write(big_text(&format!("overwrite-{round:02}")));
+        let request = write(lines_text(BIG_LINES, &format!("overwrite-{round:02}")));
         let start = Instant::now();
         let reply = fs.write(request).await.expect("overwrite the 5 MiB file").into_inner();
         writes.push(start.elapsed());
@@ -483,30 +529,40 @@ async fn bench_big_file() -> BigFile {
     BigFile { bytes, edit: Sequential::new(edits), read: Sequential::new(reads), write: Sequential::new(writes) }
 }
 
+/// Path of the 200-byte file the read measurements read.
+const READ_PATH: &str = "/read/small.txt";
+
+/// Writes the file [`read_small`] reads.
+async fn write_read_file(channel: &Channel) {
+    let setup = pb::WriteRequest {
+        space: SPACE.into(),
+        path: READ_PATH.into(),
+        body: Some(pb::write_request::Body::Content(payload(0, 0, 0))),
+        ..Default::default()
+    };
+    FileSystemClient::new(channel.clone()).write(setup).await.expect("write the file to read");
+}
+
+/// Reads the whole 200-byte file [`write_read_file`] wrote.
+async fn read_small(channel: Channel) -> Result<(), tonic::Status> {
+    let request = pb::ReadRequest { space: SPACE.into(), path: READ_PATH.into(), ..Default::default() };
+    let reply = FileSystemClient::new(channel).read(request).await?.into_inner();
+    assert_eq!(reply.content.len(), 200, "read returned the wrong content");
+    Ok(())
+}
+
 async fn bench_reads() -> (Stats, Stats) {
     let front = Front::start("group").await;
     front.create_space().await;
     let channels = front.channels(READ_CONCURRENCY.min(MAX_CHANNELS)).await;
-    let setup = pb::WriteRequest {
-        space: SPACE.into(),
-        path: "/read/small.txt".into(),
-        body: Some(pb::write_request::Body::Content(payload(0, 0, 0))),
-        ..Default::default()
-    };
-    FileSystemClient::new(channels[0].clone()).write(setup).await.expect("write the file to read");
+    write_read_file(&channels[0]).await;
 
     let noop = drive(&channels, READ_CONCURRENCY, |channel, _, _| async move {
         HealthClient::new(channel).check(HealthCheckRequest { service: String::new() }).await.map(drop)
     })
     .await;
     print_row("health (no-op)", READ_CONCURRENCY, &noop);
-    let read = drive(&channels, READ_CONCURRENCY, |channel, _, _| async move {
-        let request = pb::ReadRequest { space: SPACE.into(), path: "/read/small.txt".into(), ..Default::default() };
-        let reply = FileSystemClient::new(channel).read(request).await?.into_inner();
-        assert_eq!(reply.content.len(), 200, "read returned the wrong content");
-        Ok(())
-    })
-    .await;
+    let read = drive(&channels, READ_CONCURRENCY, |channel, _, _| read_small(channel)).await;
     print_row("read 200 B", READ_CONCURRENCY, &read);
     front.stop();
     (read, noop)
@@ -618,6 +674,288 @@ async fn bench_subtree() -> Subtree {
     Subtree { copy, rename, trash }
 }
 
+/// The `database` section's fronts, both `--durability group`: one on sled,
+/// one on a fresh database of a throwaway PostgreSQL cluster on the same
+/// machine. Each measurement runs on one, then the other, so that drift of
+/// a shared machine hits both alike.
+struct Engines {
+    sled: Front,
+    database: Front,
+    commits: Commits,
+}
+
+impl Engines {
+    async fn start(cluster: &Cluster, url: &str) -> Engines {
+        let sled = Front::start("group").await;
+        let pool = DATABASE_POOL.to_string();
+        let database =
+            Front::start_with("group", Access::Dev, &["--database-url", url, "--database-pool", &pool]).await;
+        let name = url.rsplit('/').next().expect("a database URL names its database");
+        let commits = Commits::connect(cluster, name).await;
+        Engines { sled, database, commits }
+    }
+
+    /// Runs `database` (which returns its result and how many calls it
+    /// made), then `sled`; returns both results and what the database
+    /// committed for the first. The count is read [`STATS_SETTLE`] after
+    /// the database's calls stop, so the sled run overlaps that wait.
+    async fn pair<D, S>(
+        &self,
+        database: impl Future<Output = (D, u64)>,
+        sled: impl Future<Output = S>,
+    ) -> (D, S, Transactions) {
+        let started = Instant::now();
+        let (on_database, calls) = database.await;
+        let secs = started.elapsed().as_secs_f64();
+        let settled = tokio::time::Instant::now() + STATS_SETTLE;
+        let on_sled = sled.await;
+        tokio::time::sleep_until(settled).await;
+        let committed = self.commits.since_last().await;
+        (on_database, on_sled, Transactions { committed, calls, secs })
+    }
+
+    fn stop(self) {
+        self.sled.stop();
+        self.database.stop();
+    }
+}
+
+/// Reads `pg_stat_database.xact_commit` of the front's database, from the
+/// `postgres` database: a reading is a transaction too, and must not count.
+///
+/// PostgreSQL 15 publishes a backend's counts at most once a second, and
+/// what a backend counted in its last second only after it has been idle
+/// for ten (`PGSTAT_IDLE_INTERVAL`; seen here: 500 quick statements of a
+/// session that then idled showed up 10.0 s later). So a count read at
+/// the edge of a 3 s window would miss up to a second of it: each reading
+/// is taken [`STATS_SETTLE`] after the calls stopped, readings are
+/// chained (one measurement's last is the next one's first), and a
+/// measurement's calls are counted from the first, warm-up included, to
+/// the last. What the front does in the background meanwhile (sealing,
+/// sampling gauges: a few transactions a second) counts too.
+struct Commits {
+    client: tokio_postgres::Client,
+    database: String,
+    connection: tokio::task::JoinHandle<()>,
+    last: std::sync::atomic::AtomicI64,
+}
+
+impl Commits {
+    async fn connect(cluster: &Cluster, database: &str) -> Commits {
+        let (client, connection) = tokio_postgres::connect(&cluster.url("postgres"), tokio_postgres::NoTls)
+            .await
+            .expect("connect to the cluster's postgres database");
+        let connection = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Commits { client, database: database.to_owned(), connection, last: Default::default() }
+    }
+
+    /// Transactions committed since the previous call (since the database
+    /// was created, the first time).
+    async fn since_last(&self) -> i64 {
+        let row = self
+            .client
+            .query_one("SELECT xact_commit FROM pg_stat_database WHERE datname = $1", &[&self.database])
+            .await
+            .expect("read pg_stat_database");
+        let count: i64 = row.get(0);
+        count - self.last.swap(count, Ordering::Relaxed)
+    }
+
+    async fn server_version(&self) -> String {
+        let row = self.client.query_one("SHOW server_version", &[]).await.expect("read the server's version");
+        row.get(0)
+    }
+}
+
+impl Drop for Commits {
+    fn drop(&mut self) {
+        self.connection.abort();
+    }
+}
+
+/// Transactions the database committed during a measurement, and the
+/// calls (warm-up included) that caused them.
+struct Transactions {
+    committed: i64,
+    calls: u64,
+    secs: f64,
+}
+
+impl Transactions {
+    fn per_second(&self) -> f64 {
+        self.committed as f64 / self.secs.max(1e-9)
+    }
+
+    fn per_call(&self) -> f64 {
+        self.committed as f64 / self.calls.max(1) as f64
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "committed": self.committed,
+            "calls": self.calls,
+            "seconds": self.secs,
+            "per_second": self.per_second(),
+            "per_call": self.per_call(),
+        })
+    }
+}
+
+/// [`drive`] on `front`, returning also how many calls completed, warm-up
+/// included.
+async fn drive_counted<F, Fut>(front: &Front, concurrency: usize, call: F) -> (Stats, u64)
+where
+    F: Fn(Channel, usize, u64) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<(), tonic::Status>> + Send,
+{
+    let channels = front.channels(concurrency.min(MAX_CHANNELS)).await;
+    let calls = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&calls);
+    let stats = drive(&channels, concurrency, move |channel, task, n| {
+        let (call, counter) = (call.clone(), Arc::clone(&counter));
+        async move {
+            call(channel, task, n).await?;
+            counter.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    })
+    .await;
+    (stats, calls.load(Ordering::Relaxed))
+}
+
+/// One rate measurement on both fronts.
+struct RatePair {
+    concurrency: usize,
+    sled: Stats,
+    database: Stats,
+    transactions: Transactions,
+}
+
+impl RatePair {
+    /// Drives `call` at `concurrency` on the database front, then on the
+    /// sled front.
+    async fn measure<F, Fut>(engines: &Engines, concurrency: usize, call: F) -> RatePair
+    where
+        F: Fn(Channel, usize, u64) -> Fut + Clone + Send + 'static,
+        Fut: Future<Output = Result<(), tonic::Status>> + Send,
+    {
+        let (database, (sled, _), transactions) = engines
+            .pair(
+                drive_counted(&engines.database, concurrency, call.clone()),
+                drive_counted(&engines.sled, concurrency, call),
+            )
+            .await;
+        RatePair { concurrency, sled, database, transactions }
+    }
+
+    fn ratio(&self) -> f64 {
+        self.database.rate() / self.sled.rate()
+    }
+
+    fn print(&self, name: &str) {
+        print_row(&format!("{name} sled"), self.concurrency, &self.sled);
+        print_row(&format!("{name} database"), self.concurrency, &self.database);
+        print_transactions(&format!("{:.2}x sled", self.ratio()), &self.transactions);
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "sled": stats_json(&self.sled),
+            "database": stats_json(&self.database),
+            "database_vs_sled": self.ratio(),
+            "database_transactions": self.transactions.json(),
+        })
+    }
+}
+
+fn print_transactions(compared: &str, t: &Transactions) {
+    println!("{:<16} {compared:>17}; database: {:.0} transactions/s, {:.2} per call", "", t.per_second(), t.per_call());
+}
+
+/// Writes the [`EDIT_LINES`]-line file on `front`; returns a client and
+/// the file's version.
+async fn write_edit_file(front: &Front) -> (FileSystemClient<Channel>, u64) {
+    let mut fs = FileSystemClient::new(front.try_connect().await.expect("connect"));
+    let request = pb::WriteRequest {
+        space: SPACE.into(),
+        path: EDIT_PATH.into(),
+        body: Some(pb::write_request::Body::Content(lines_text(EDIT_LINES, "original"))),
+        ..Default::default()
+    };
+    let version = fs.write(request).await.expect("write the file to edit").into_inner().version;
+    (fs, version)
+}
+
+/// [`EDIT_CALLS`] sequential one-line `Edit`s of the file
+/// [`write_edit_file`] wrote, and how many calls that was.
+async fn edit_file((mut fs, version): (FileSystemClient<Channel>, u64)) -> (Sequential, u64) {
+    let edits = edit_lines(&mut fs, EDIT_PATH, EDIT_LINES, EDIT_CALLS, version).await;
+    (Sequential::new(edits), EDIT_CALLS as u64)
+}
+
+/// The `database` section: the database engine beside sled.
+struct DatabaseRun {
+    server_version: String,
+    writes: Vec<RatePair>,
+    read: RatePair,
+    edit_sled: Sequential,
+    edit_database: Sequential,
+    edit_transactions: Transactions,
+}
+
+async fn bench_database() -> DatabaseRun {
+    let (cluster, url) = tokio::task::spawn_blocking(|| {
+        let cluster = Cluster::start();
+        let url = cluster.create_database();
+        (cluster, url)
+    })
+    .await
+    .expect("start PostgreSQL");
+    let engines = Engines::start(&cluster, &url).await;
+    let server_version = engines.commits.server_version().await;
+    println!("database: PostgreSQL {server_version} on the same cores, --database-pool {DATABASE_POOL}");
+    // Everything the measurements need is written before the first count.
+    let mut edited = Vec::new();
+    for front in [&engines.database, &engines.sled] {
+        front.create_space().await;
+        write_read_file(&front.try_connect().await.expect("connect")).await;
+        edited.push(write_edit_file(front).await);
+    }
+    tokio::time::sleep(STATS_SETTLE).await;
+    engines.commits.since_last().await;
+
+    print_header();
+    let mut writes = Vec::new();
+    for concurrency in WRITE_LEVELS {
+        let pair = RatePair::measure(&engines, concurrency, move |channel, task, n| {
+            write_small(channel, concurrency, task, n)
+        })
+        .await;
+        pair.print("write");
+        writes.push(pair);
+    }
+    let read = RatePair::measure(&engines, READ_CONCURRENCY, |channel, _, _| read_small(channel)).await;
+    read.print("read");
+
+    println!();
+    println!("{EDIT_CALLS} sequential one-line edits of a {EDIT_LINES}-line (~100 KiB) text file (c=1)");
+    print_sequential_header();
+    let sled_file = edited.pop().expect("the sled front's file");
+    let database_file = edited.pop().expect("the database front's file");
+    let (edit_database, (edit_sled, _), edit_transactions) =
+        engines.pair(edit_file(database_file), edit_file(sled_file)).await;
+    print_sequential("edit sled", &edit_sled);
+    print_sequential("edit database", &edit_database);
+    let slower = edit_database.mean_ms() / edit_sled.mean_ms();
+    print_transactions(&format!("mean {slower:.2}x sled"), &edit_transactions);
+
+    engines.stop();
+    tokio::task::spawn_blocking(move || drop(cluster)).await.expect("stop PostgreSQL");
+    DatabaseRun { server_version, writes, read, edit_sled, edit_database, edit_transactions }
+}
+
 /// `target/` of the build that produced the front binary.
 fn target_dir() -> PathBuf {
     let binary = Path::new(env!("CARGO_BIN_EXE_agentvfs-front"));
@@ -626,7 +964,7 @@ fn target_dir() -> PathBuf {
 
 /// The sections to run: those named on the command line, or all of them.
 fn sections() -> Vec<String> {
-    const ALL: [&str; 5] = ["writes", "reads", "overhead", "big-file", "subtree"];
+    const ALL: [&str; 6] = ["writes", "reads", "overhead", "big-file", "subtree", "database"];
     // `cargo bench` passes `--bench`; the rest are section names.
     let named: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     for name in &named {
@@ -762,6 +1100,41 @@ async fn main() {
                 "copy_seconds": subtree.copy,
                 "rename_seconds": subtree.rename,
                 "trash_seconds": subtree.trash,
+            }),
+        );
+    }
+
+    if runs("database") {
+        println!();
+        println!(
+            "database engine beside sled, --durability group, ~200-byte files, {}s per level after {}ms warm-up",
+            WINDOW.as_secs(),
+            WARMUP.as_millis()
+        );
+        let run = bench_database().await;
+        let write_c64 = run.writes.iter().find(|p| p.concurrency == 64).map_or(0.0, RatePair::ratio);
+        println!();
+        let r1 = verdict("database/sled write c=64", write_c64, DATABASE_WRITE_GOAL);
+        let r2 = verdict("database/sled read c=64", run.read.ratio(), DATABASE_READ_GOAL);
+        let writes: serde_json::Map<_, _> = run.writes.iter().map(|p| (p.concurrency.to_string(), p.json())).collect();
+        report.insert(
+            "database".into(),
+            json!({
+                "server": format!("PostgreSQL {}", run.server_version),
+                "pool": DATABASE_POOL,
+                "durability": "group",
+                "writes": writes,
+                "read_c64": run.read.json(),
+                "edit_100kib": {
+                    "lines": EDIT_LINES,
+                    "bytes": EDIT_LINES * (BIG_LINE_CHARS + 1),
+                    "sled": sequential_json(&run.edit_sled),
+                    "database": sequential_json(&run.edit_database),
+                    "database_vs_sled_mean": run.edit_database.mean_ms() / run.edit_sled.mean_ms(),
+                    "database_transactions": run.edit_transactions.json(),
+                },
+                "write_vs_sled_c64": ratio_json(write_c64, DATABASE_WRITE_GOAL, &r1),
+                "read_vs_sled_c64": ratio_json(run.read.ratio(), DATABASE_READ_GOAL, &r2),
             }),
         );
     }

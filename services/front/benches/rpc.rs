@@ -38,10 +38,11 @@
 //! ```
 //!
 //! Sections: `writes`, `reads`, `overhead`, `big-file`, `subtree`,
-//! `database` (which needs PostgreSQL's server binaries, Debian's
-//! `postgresql` package). With `AGENTVFS_BENCH_FRONT=PATH` the bench runs
-//! another build of the front (an older commit's, for a before/after
-//! comparison in one script; `database` needs one with `--database-url`).
+//! `database` (skipped when PostgreSQL's server does not start here;
+//! Debian's `postgresql` package provides it). With
+//! `AGENTVFS_BENCH_FRONT=PATH` the bench runs another build of the front (an
+//! older commit's, for a before/after comparison in one script; `database`
+//! needs one with `--database-url`).
 
 #[path = "common/rss.rs"]
 mod rss;
@@ -905,14 +906,19 @@ struct DatabaseRun {
     edit_transactions: Transactions,
 }
 
-async fn bench_database() -> DatabaseRun {
-    let (cluster, url) = tokio::task::spawn_blocking(|| {
+/// `None` when PostgreSQL does not start here (its panic says why), so
+/// that a run of every section still reports the others.
+async fn bench_database() -> Option<DatabaseRun> {
+    let started = tokio::task::spawn_blocking(|| {
         let cluster = Cluster::start();
         let url = cluster.create_database();
         (cluster, url)
     })
-    .await
-    .expect("start PostgreSQL");
+    .await;
+    let Ok((cluster, url)) = started else {
+        println!("skipped: PostgreSQL did not start (Debian's `postgresql` package provides its server)");
+        return None;
+    };
     let engines = Engines::start(&cluster, &url).await;
     let server_version = engines.commits.server_version().await;
     println!("database: PostgreSQL {server_version} on the same cores, --database-pool {DATABASE_POOL}");
@@ -953,7 +959,33 @@ async fn bench_database() -> DatabaseRun {
 
     engines.stop();
     tokio::task::spawn_blocking(move || drop(cluster)).await.expect("stop PostgreSQL");
-    DatabaseRun { server_version, writes, read, edit_sled, edit_database, edit_transactions }
+    Some(DatabaseRun { server_version, writes, read, edit_sled, edit_database, edit_transactions })
+}
+
+/// Prints the database section's verdicts; returns its JSON.
+fn database_report(run: &DatabaseRun) -> Value {
+    let write_c64 = run.writes.iter().find(|p| p.concurrency == 64).map_or(0.0, RatePair::ratio);
+    println!();
+    let r1 = verdict("database/sled write c=64", write_c64, DATABASE_WRITE_GOAL);
+    let r2 = verdict("database/sled read c=64", run.read.ratio(), DATABASE_READ_GOAL);
+    let writes: serde_json::Map<_, _> = run.writes.iter().map(|p| (p.concurrency.to_string(), p.json())).collect();
+    json!({
+        "server": format!("PostgreSQL {}", run.server_version),
+        "pool": DATABASE_POOL,
+        "durability": "group",
+        "writes": writes,
+        "read_c64": run.read.json(),
+        "edit_100kib": {
+            "lines": EDIT_LINES,
+            "bytes": EDIT_LINES * (BIG_LINE_CHARS + 1),
+            "sled": sequential_json(&run.edit_sled),
+            "database": sequential_json(&run.edit_database),
+            "database_vs_sled_mean": run.edit_database.mean_ms() / run.edit_sled.mean_ms(),
+            "database_transactions": run.edit_transactions.json(),
+        },
+        "write_vs_sled_c64": ratio_json(write_c64, DATABASE_WRITE_GOAL, &r1),
+        "read_vs_sled_c64": ratio_json(run.read.ratio(), DATABASE_READ_GOAL, &r2),
+    })
 }
 
 /// `target/` of the build that produced the front binary.
@@ -1111,32 +1143,11 @@ async fn main() {
             WINDOW.as_secs(),
             WARMUP.as_millis()
         );
-        let run = bench_database().await;
-        let write_c64 = run.writes.iter().find(|p| p.concurrency == 64).map_or(0.0, RatePair::ratio);
-        println!();
-        let r1 = verdict("database/sled write c=64", write_c64, DATABASE_WRITE_GOAL);
-        let r2 = verdict("database/sled read c=64", run.read.ratio(), DATABASE_READ_GOAL);
-        let writes: serde_json::Map<_, _> = run.writes.iter().map(|p| (p.concurrency.to_string(), p.json())).collect();
-        report.insert(
-            "database".into(),
-            json!({
-                "server": format!("PostgreSQL {}", run.server_version),
-                "pool": DATABASE_POOL,
-                "durability": "group",
-                "writes": writes,
-                "read_c64": run.read.json(),
-                "edit_100kib": {
-                    "lines": EDIT_LINES,
-                    "bytes": EDIT_LINES * (BIG_LINE_CHARS + 1),
-                    "sled": sequential_json(&run.edit_sled),
-                    "database": sequential_json(&run.edit_database),
-                    "database_vs_sled_mean": run.edit_database.mean_ms() / run.edit_sled.mean_ms(),
-                    "database_transactions": run.edit_transactions.json(),
-                },
-                "write_vs_sled_c64": ratio_json(write_c64, DATABASE_WRITE_GOAL, &r1),
-                "read_vs_sled_c64": ratio_json(run.read.ratio(), DATABASE_READ_GOAL, &r2),
-            }),
-        );
+        let section = match bench_database().await {
+            Some(run) => database_report(&run),
+            None => json!({"skipped": "PostgreSQL did not start"}),
+        };
+        report.insert("database".into(), section);
     }
 
     report.insert("peak_rss_mib".into(), rss::report());

@@ -39,6 +39,11 @@ use crate::store::OpenError;
 /// The schema, one migration per step, applied in order at open.
 const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_kv.sql")];
 
+/// How a transaction starts; the first of its statements follows at once.
+const BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
+/// The same, for a commit that returns before its WAL is on disk.
+const BEGIN_ASYNCHRONOUS: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit TO OFF";
+
 /// How often a transaction that conflicts runs before the call fails.
 const MAX_ATTEMPTS: u32 = 12;
 /// Rows per page of a range scan: small first (most scans stop early),
@@ -67,7 +72,14 @@ pub struct Postgres {
     display: String,
     /// How long a health probe may take.
     connect_timeout: Duration,
+    /// Commits return before their WAL is on disk; [`Engine::durable`]
+    /// waits for a group flush ([`flusher`]). `None`: the database cannot
+    /// (commits are durable when they return).
+    flusher: Option<tokio::sync::mpsc::UnboundedSender<Waiter>>,
 }
+
+/// Answered once everything committed before it was queued is durable.
+type Waiter = tokio::sync::oneshot::Sender<Result<()>>;
 
 impl std::fmt::Debug for Postgres {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -115,13 +127,35 @@ impl Postgres {
                 .build()
                 .map_err(|e| failed(e.to_string()))?
         };
-        let engine =
-            Self { pool, runtime: Some(runtime), display: display.clone(), connect_timeout: options.connect_timeout };
+        let mut engine = Self {
+            pool,
+            runtime: Some(runtime),
+            display: display.clone(),
+            connect_timeout: options.connect_timeout,
+            flusher: None,
+        };
         engine.migrate().map_err(|e| match e {
             Migration::Newer { found } => OpenError::SchemaTooNew { found, supported: MIGRATIONS.len() as i32 },
             Migration::Failed(error) => failed(error.message().to_owned()),
         })?;
+        if engine.can_commit_asynchronously() {
+            let (waiters, queue) = tokio::sync::mpsc::unbounded_channel();
+            let pool = engine.pool.clone();
+            engine.runtime.as_ref().map(|runtime| runtime.spawn(flusher(pool, queue)));
+            engine.flusher = Some(waiters);
+        }
         Ok(engine)
+    }
+
+    /// Whether the database lets a transaction commit without waiting for
+    /// its WAL to reach disk (PostgreSQL's `synchronous_commit`; other
+    /// databases may refuse the setting, and then every commit waits).
+    fn can_commit_asynchronously(&self) -> bool {
+        self.wait(async {
+            let client = self.client().await.ok()?;
+            client.batch_execute("BEGIN; SET LOCAL synchronous_commit TO OFF; COMMIT").await.ok()
+        })
+        .is_some()
     }
 
     /// Runs `work` on the engine's runtime and waits for it. Any thread may
@@ -206,9 +240,15 @@ impl Postgres {
     /// Runs `work` once in a database transaction; see the module docs.
     fn attempt(&self, work: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> std::result::Result<(), Attempt> {
         let client = self.wait(self.client())?;
-        self.wait(client.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")).map_err(failure)?;
-        let mut tx =
-            PgTx { engine: self, client: &client, writes: BTreeMap::new(), absent: HashSet::new(), failure: None };
+        let begin = if self.flusher.is_some() { BEGIN_ASYNCHRONOUS } else { BEGIN };
+        let mut tx = PgTx {
+            engine: self,
+            client: &client,
+            begin: Some(begin),
+            writes: BTreeMap::new(),
+            absent: HashSet::new(),
+            failure: None,
+        };
         let outcome = match work(&mut tx) {
             Ok(()) => self.wait(tx.commit()),
             Err(error) => Err(tx.failure.take().unwrap_or(Attempt::Failed(error))),
@@ -295,8 +335,18 @@ impl Engine for Postgres {
     }
 
     fn durable(&self) -> Durable {
-        // A committed transaction is durable in the database.
-        Box::pin(std::future::ready(Ok(())))
+        let Some(flusher) = &self.flusher else {
+            // Every commit waited for its WAL to reach disk.
+            return Box::pin(std::future::ready(Ok(())));
+        };
+        let (waiter, answer) = tokio::sync::oneshot::channel();
+        let queued = flusher.send(waiter).is_ok();
+        Box::pin(async move {
+            if !queued {
+                return Err(Error::internal("the store's flusher stopped"));
+            }
+            answer.await.map_err(|_| Error::internal("the store's flusher stopped before answering"))?
+        })
     }
 
     fn check_room(&self, _incoming: u64, _released_chunks: u64) -> Result<()> {
@@ -365,6 +415,35 @@ impl From<Error> for Migration {
     }
 }
 
+/// Makes commits durable in groups: answers every waiter queued when a
+/// flush starts once one synchronous commit, which flushes the WAL up to
+/// itself and so every commit before it, is done. The commit rewrites a row
+/// of this front's own, so fronts do not contend on it.
+async fn flusher(pool: Pool, mut queue: tokio::sync::mpsc::UnboundedReceiver<Waiter>) {
+    let key = format!("flush.{:032x}", fastrand::u128(..)).into_bytes();
+    while let Some(first) = queue.recv().await {
+        let mut waiters = vec![first];
+        while let Ok(next) = queue.try_recv() {
+            waiters.push(next);
+        }
+        let started = Instant::now();
+        let flushed = async {
+            let client = pool.get().await.map_err(|error| unavailable(&error.to_string()))?;
+            let statement = client.prepare_cached(UPSERT).await.map_err(failure)?;
+            let params: [&(dyn ToSql + Sync); 3] = [&vec![Table::Meta as i16], &vec![key.as_slice()], &vec![&b""[..]]];
+            client.execute(&statement, &params).await.map_err(failure)?;
+            Ok::<_, Attempt>(())
+        }
+        .await
+        .map_err(Error::from);
+        statement_took("flush", started);
+        metrics::histogram!("agentvfs_flush_batch_writers").record(waiters.len() as f64);
+        for waiter in waiters {
+            let _ = waiter.send(flushed.clone());
+        }
+    }
+}
+
 /// What a database error means for the call.
 fn failure(error: tokio_postgres::Error) -> Attempt {
     let Some(code) = error.code() else {
@@ -416,6 +495,9 @@ pub fn masked_url(url: &str) -> String {
 struct PgTx<'a> {
     engine: &'a Postgres,
     client: &'a Object,
+    /// The statement that begins the transaction, until it is sent: with the
+    /// transaction's first statement, in the same round trip.
+    begin: Option<&'static str>,
     /// Writes by table and key, sent at commit (`None` deletes).
     writes: BTreeMap<(Table, Vec<u8>), Option<Vec<u8>>>,
     /// Keys the transaction found missing: they are inserted, never upserted.
@@ -423,6 +505,24 @@ struct PgTx<'a> {
     /// Why a statement failed, when `work` returns with it.
     failure: Option<Attempt>,
 }
+
+/// Runs `statement`, when there is one, with `params`.
+async fn execute_if(
+    client: &Object,
+    statement: Option<tokio_postgres::Statement>,
+    params: &[&(dyn ToSql + Sync)],
+) -> std::result::Result<(), tokio_postgres::Error> {
+    match statement {
+        Some(statement) => client.execute(&statement, params).await.map(drop),
+        None => Ok(()),
+    }
+}
+
+/// The statements a commit sends.
+const DELETE: &str = "DELETE FROM kv WHERE (t, k) IN (SELECT * FROM unnest($1::int2[], $2::bytea[]))";
+const INSERT: &str = "INSERT INTO kv (t, k, v) SELECT * FROM unnest($1::int2[], $2::bytea[], $3::bytea[])";
+const UPSERT: &str = "INSERT INTO kv (t, k, v) SELECT * FROM unnest($1::int2[], $2::bytea[], $3::bytea[]) \
+                      ON CONFLICT (t, k) DO UPDATE SET v = excluded.v";
 
 impl PgTx<'_> {
     async fn commit(self) -> std::result::Result<(), Attempt> {
@@ -444,37 +544,42 @@ impl PgTx<'_> {
                 }
             }
         }
+        // Prepared first (once per connection), so that the statements below
+        // go out in order, one round trip for all of them.
+        let client = self.client;
+        let prepare = |sql: &'static str, needed: bool| async move {
+            match needed {
+                true => client.prepare_cached(sql).await.map(Some),
+                false => Ok(None),
+            }
+        };
+        let (delete, insert_new, upsert_any) = tokio::try_join!(
+            prepare(DELETE, !delete_t.is_empty()),
+            prepare(INSERT, !insert.0.is_empty()),
+            prepare(UPSERT, !upsert.0.is_empty()),
+        )
+        .map_err(failure)?;
         let started = Instant::now();
-        if !delete_t.is_empty() {
-            self.execute(
-                "DELETE FROM kv WHERE (t, k) IN (SELECT * FROM unnest($1::int2[], $2::bytea[]))",
-                &[&delete_t, &delete_k],
-            )
-            .await?;
-        }
-        if !insert.0.is_empty() {
-            self.execute(
-                "INSERT INTO kv (t, k, v) SELECT * FROM unnest($1::int2[], $2::bytea[], $3::bytea[])",
-                &[&insert.0, &insert.1, &insert.2],
-            )
-            .await?;
-        }
-        if !upsert.0.is_empty() {
-            self.execute(
-                "INSERT INTO kv (t, k, v) SELECT * FROM unnest($1::int2[], $2::bytea[], $3::bytea[]) \
-                 ON CONFLICT (t, k) DO UPDATE SET v = excluded.v",
-                &[&upsert.0, &upsert.1, &upsert.2],
-            )
-            .await?;
-        }
-        self.client.batch_execute("COMMIT").await.map_err(failure)?;
+        let delete_params: [&(dyn ToSql + Sync); 2] = [&delete_t, &delete_k];
+        let insert_params: [&(dyn ToSql + Sync); 3] = [&insert.0, &insert.1, &insert.2];
+        let upsert_params: [&(dyn ToSql + Sync); 3] = [&upsert.0, &upsert.1, &upsert.2];
+        let begin = async {
+            match self.begin {
+                Some(begin) => client.batch_execute(begin).await,
+                None => Ok(()),
+            }
+        };
+        let results = tokio::join!(
+            begin,
+            execute_if(client, delete, &delete_params),
+            execute_if(client, insert_new, &insert_params),
+            execute_if(client, upsert_any, &upsert_params),
+            client.batch_execute("COMMIT"),
+        );
         statement_took("commit", started);
-        Ok(())
-    }
-
-    async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> std::result::Result<u64, Attempt> {
-        let statement = self.client.prepare_cached(sql).await.map_err(failure)?;
-        self.client.execute(&statement, params).await.map_err(failure)
+        // The first failure is the cause: after it the transaction is
+        // aborted, later statements fail for that, and COMMIT rolls back.
+        results.0.and(results.1).and(results.2).and(results.3).and(results.4).map_err(failure)
     }
 
     fn fail(&mut self, attempt: Attempt) -> Error {
@@ -492,14 +597,23 @@ impl Tx for PgTx<'_> {
         if let Some(value) = self.writes.get(&(table, key.to_vec())) {
             return Ok(value.clone().map(Bytes::from));
         }
-        let client = self.client;
+        let (client, begin) = (self.client, self.begin.take());
         let read = self.engine.wait(async {
             let sql = "SELECT v FROM kv WHERE t = $1 AND k = $2 FOR UPDATE";
             let statement = client.prepare_cached(sql).await.map_err(failure)?;
             let started = Instant::now();
-            let row = client.query_opt(&statement, &[&(table as i16), &key]).await.map_err(failure);
+            let begun = async {
+                match begin {
+                    Some(begin) => client.batch_execute(begin).await,
+                    None => Ok(()),
+                }
+            };
+            let t = table as i16;
+            let params: [&(dyn ToSql + Sync); 2] = [&t, &key];
+            let (begun, row) = tokio::join!(begun, client.query_opt(&statement, &params));
             statement_took("lock", started);
-            row
+            begun.map_err(failure)?;
+            row.map_err(failure)
         });
         match read {
             Ok(Some(row)) => Ok(Some(Bytes::from(row.get::<_, Vec<u8>>(0)))),

@@ -56,13 +56,9 @@ impl Front {
         if space.is_empty() {
             return Err(Error::invalid_argument("space", "The request must name its space (ID or name)."));
         }
-        let id = match space.parse::<SpaceId>() {
-            Ok(id) => Some(id),
-            Err(()) => self.store.space_id_by_name(space)?,
-        };
-        let record = match id {
-            Some(id) => self.store.space(id)?,
-            None => None,
+        let record = match space.parse::<SpaceId>() {
+            Ok(id) => self.store.space(id)?,
+            Err(()) => self.store.space_by_name(space)?,
         };
         let record = record.ok_or_else(|| Error::space_not_found(&echo(space)))?;
         caller.authorize(&record, need, &echo(space))?;

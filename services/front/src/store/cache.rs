@@ -21,12 +21,16 @@ const RECORD_BYTES: usize = 256;
 enum Key {
     Version(SpaceId, NodeId, u64),
     Content(Hash),
+    /// The ID a space name stood for: a hint, confirmed by the space's
+    /// record (see [`crate::store::Store::space_by_name`]).
+    SpaceName(String),
 }
 
 #[derive(Debug, Clone)]
 enum Value {
     Version(VersionRecord),
     Content(Bytes),
+    SpaceId(SpaceId),
 }
 
 impl Value {
@@ -34,6 +38,7 @@ impl Value {
         match self {
             Value::Version(record) => RECORD_BYTES + record.principal.len() + record.operation.len(),
             Value::Content(bytes) => bytes.len() + 64,
+            Value::SpaceId(_) => 64,
         }
     }
 }
@@ -60,7 +65,7 @@ impl Cache {
     pub fn version(&self, space: SpaceId, node: NodeId, version: u64) -> Option<VersionRecord> {
         match self.get(&Key::Version(space, node, version), "version")? {
             Value::Version(record) => Some(record),
-            Value::Content(_) => None,
+            _ => None,
         }
     }
 
@@ -68,11 +73,23 @@ impl Cache {
         self.put(Key::Version(space, node, version), Value::Version(record.clone()));
     }
 
+    /// The ID `name` stood for when it was last looked up.
+    pub fn space_id(&self, name: &str) -> Option<SpaceId> {
+        match self.get(&Key::SpaceName(name.to_owned()), "space_name")? {
+            Value::SpaceId(id) => Some(id),
+            _ => None,
+        }
+    }
+
+    pub fn put_space_id(&self, name: &str, id: SpaceId) {
+        self.put(Key::SpaceName(name.to_owned()), Value::SpaceId(id));
+    }
+
     /// The content with this hash, as it was read and verified once.
     pub fn content(&self, hash: Hash) -> Option<Bytes> {
         match self.get(&Key::Content(hash), "content")? {
             Value::Content(bytes) => Some(bytes),
-            Value::Version(_) => None,
+            _ => None,
         }
     }
 

@@ -332,6 +332,25 @@ impl Store {
             .and_then(|raw| <[u8; 16]>::try_from(raw.as_ref()).ok().map(SpaceId::from_bytes)))
     }
 
+    /// The space named `name`. On a database the ID a name stands for is
+    /// remembered: a space's ID never changes, and the record read by ID
+    /// confirms the name (a space deleted and created again under its name
+    /// has another ID, which is then looked up again).
+    pub fn space_by_name(&self, name: &str) -> Result<Option<SpaceRecord>> {
+        let cache = self.inner.cache.as_ref();
+        if let Some(id) = cache.and_then(|cache| cache.space_id(name))
+            && let Some(record) = self.space(id)?.filter(|record| record.name == name)
+        {
+            return Ok(Some(record));
+        }
+        let Some(id) = self.space_id_by_name(name)? else { return Ok(None) };
+        let record = self.space(id)?;
+        if let (Some(cache), Some(record)) = (cache, &record) {
+            cache.put_space_id(&record.name, record.id);
+        }
+        Ok(record)
+    }
+
     /// Spaces ordered by name, starting after `after`.
     pub fn spaces_by_name(&self, after: Option<&str>) -> impl Iterator<Item = Result<SpaceRecord>> + '_ {
         let start = match after {

@@ -410,6 +410,19 @@ fn large(seed: u8) -> Vec<u8> {
 }
 
 on_both_engines! {
+    fn a_space_created_again_under_its_name_is_found_by_it(engine: Engine) {
+        let home = Home::new(engine);
+        let store = home.open();
+        let new = || NewSpace { name: "again".into(), owner: "p".into(), quota: Quota::default() };
+        let first = store.create_space(new(), None).unwrap();
+        assert_eq!(store.space_by_name("again").unwrap().unwrap().id, first.id);
+        store.delete_space(first.id, None).unwrap();
+        assert_eq!(store.space_by_name("again").unwrap(), None);
+        let second = store.create_space(new(), None).unwrap();
+        assert_eq!(store.space_by_name("again").unwrap().unwrap().id, second.id);
+        assert_eq!(store.space_by_name("never").unwrap(), None);
+    }
+
     fn concurrent_uploads_of_one_content_keep_one_copy(engine: Engine) {
         let home = Home::new(engine);
         let store = home.open();

@@ -115,6 +115,43 @@ impl Front {
         Ok(Target { space: space_record, path })
     }
 
+    /// The file `reference` names and its latest state, resolved like
+    /// [`Front::target`] then [`Front::file_at`]; for a plain path in a space
+    /// whose ID is known, the space and the file are read together.
+    pub fn file_target(
+        &self,
+        caller: &Caller,
+        space: &str,
+        reference: &str,
+        base: &str,
+        need: Need,
+        at_revision: u64,
+    ) -> Result<(Target, Entry)> {
+        if at_revision == 0
+            && base.is_empty()
+            && let Ok(Reference::Absolute(path)) = Reference::parse(reference)
+        {
+            let (id, name) = match space.parse::<SpaceId>() {
+                Ok(id) => (Some(id), None),
+                Err(()) => (self.store.remembered_space_id(space), Some(space)),
+            };
+            if let Some(id) = id
+                && let Some((record, entry)) = self.store.space_with_entry(id, name, &path)?
+            {
+                caller.authorize(&record, need, &echo(space))?;
+                tracing::Span::current().record("space", tracing::field::display(record.id));
+                let entry = entry.ok_or_else(|| Error::not_found(&path))?;
+                if entry.is_dir() {
+                    return Err(not_a_file(&path));
+                }
+                return Ok((Target { space: record, path }, entry));
+            }
+        }
+        let target = self.target(caller, space, reference, base, "path", need)?;
+        let entry = self.file_at(&target, at_revision)?;
+        Ok((target, entry))
+    }
+
     /// `relative` below the folder `base` (the root when `base` is empty).
     fn join_base(
         &self,

@@ -62,8 +62,7 @@ pub(super) fn locate(front: &Front, caller: &Caller, req: &pb::ReadRequest, budg
         max_lines: if req.limit == 0 { DEFAULT_LINES } else { req.limit },
         max_chars: max_chars.min(budget).max(2),
     };
-    let target = front.target(caller, &req.space, &req.path, &req.base, "path", Need::Read)?;
-    let entry = front.file_at(&target, req.at_revision)?;
+    let (target, entry) = front.file_target(caller, &req.space, &req.path, &req.base, Need::Read, req.at_revision)?;
     let number = match req.version {
         0 => entry.version,
         n if n <= entry.version => n,

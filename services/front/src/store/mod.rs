@@ -351,6 +351,31 @@ impl Store {
         Ok(record)
     }
 
+    /// A space's record and the latest state of `path` in it, read together
+    /// (one round trip on a database). `name`, when given, must be the
+    /// space's name: a space found by a remembered ID is checked by it.
+    pub fn space_with_entry(
+        &self,
+        id: SpaceId,
+        name: Option<&str>,
+        path: &SpacePath,
+    ) -> Result<Option<(SpaceRecord, Option<Entry>)>> {
+        let (space_key, entry_key) = (keys::space(id), keys::current(id, path));
+        let found = self.engine().get_many(&[(Table::Spaces, &space_key), (Table::Current, &entry_key)])?;
+        let [space, entry] = <[Option<Bytes>; 2]>::try_from(found).map_err(|_| Error::internal("get_many"))?;
+        let Some(space) = space.map(|raw| decode::<SpaceRecord>(&raw)).transpose()? else { return Ok(None) };
+        if name.is_some_and(|name| name != space.name) {
+            return Ok(None);
+        }
+        Ok(Some((space, entry.map(|raw| decode(&raw)).transpose()?)))
+    }
+
+    /// The ID `name` stands for, when this front remembers it (see
+    /// [`Store::space_by_name`]): a hint, to be confirmed by the record.
+    pub fn remembered_space_id(&self, name: &str) -> Option<SpaceId> {
+        self.inner.cache.as_ref().and_then(|cache| cache.space_id(name))
+    }
+
     /// Spaces ordered by name, starting after `after`.
     pub fn spaces_by_name(&self, after: Option<&str>) -> impl Iterator<Item = Result<SpaceRecord>> + '_ {
         let start = match after {

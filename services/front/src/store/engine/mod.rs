@@ -140,6 +140,12 @@ pub enum Health {
 pub trait Engine: Send + Sync + fmt::Debug {
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Bytes>>;
 
+    /// Several point reads at once (one round trip on a database), in the
+    /// order asked.
+    fn get_many(&self, keys: &[(Table, &[u8])]) -> Result<Vec<Option<Bytes>>> {
+        keys.iter().map(|(table, key)| self.get(*table, key)).collect()
+    }
+
     /// The entries in `range`, ascending (descending when `reverse`). Not a
     /// snapshot: entries committed while it is consumed may or may not show.
     fn scan(&self, table: Table, range: KeyRange, reverse: bool) -> Entries<'_>;

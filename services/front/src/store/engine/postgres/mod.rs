@@ -299,6 +299,30 @@ impl Engine for Postgres {
         })
     }
 
+    fn get_many(&self, keys: &[(Table, &[u8])]) -> Result<Vec<Option<Bytes>>> {
+        let tables: Vec<i16> = keys.iter().map(|(table, _)| *table as i16).collect();
+        let keyed: Vec<&[u8]> = keys.iter().map(|(_, key)| *key).collect();
+        let rows = self.wait(async {
+            let client = self.client().await?;
+            let sql = "SELECT t, k, v FROM kv WHERE (t, k) IN (SELECT * FROM unnest($1::int2[], $2::bytea[]))";
+            let statement = client.prepare_cached(sql).await.map_err(failure)?;
+            let started = Instant::now();
+            let rows = client.query(&statement, &[&tables, &keyed]).await;
+            statement_took("get", started);
+            rows.map_err(failure)
+        })?;
+        let mut found = vec![None; keys.len()];
+        for row in rows {
+            let (table, key): (i16, &[u8]) = (row.get(0), row.get(1));
+            for (at, (wanted, wanted_key)) in keys.iter().enumerate() {
+                if *wanted as i16 == table && *wanted_key == key {
+                    found[at] = Some(Bytes::from(row.get::<_, Vec<u8>>(2)));
+                }
+            }
+        }
+        Ok(found)
+    }
+
     fn scan(&self, table: Table, range: KeyRange, reverse: bool) -> Entries<'_> {
         Box::new(Pages { engine: self, table, range, reverse, page: VecDeque::new(), size: FIRST_PAGE, done: false })
     }

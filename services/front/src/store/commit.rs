@@ -49,6 +49,9 @@ pub(crate) struct Commit {
     pub trash: Vec<(Vec<u8>, Option<TrashRecord>)>,
     /// The receipt of the idempotent call that made this commit.
     pub receipt: Option<([u8; 32], Receipt)>,
+    /// Latest states of paths read ahead, in one round trip, while the
+    /// space's lock is held (see [`Commit::read_ahead`]).
+    read_ahead: HashMap<SpacePath, Option<Entry>>,
 }
 
 /// A record a permanent removal deletes.
@@ -94,7 +97,15 @@ impl Commit {
             purge: Vec::new(),
             trash: Vec::new(),
             receipt: None,
+            read_ahead: HashMap::new(),
         }
+    }
+
+    /// Latest states of paths read under the space's lock before planning
+    /// (see [`Store::space_with_entries`]), for [`Commit::current`] to
+    /// answer from.
+    pub fn remember(&mut self, states: impl IntoIterator<Item = (SpacePath, Option<Entry>)>) {
+        self.read_ahead.extend(states);
     }
 
     pub fn revision(&self) -> u64 {
@@ -135,9 +146,9 @@ impl Commit {
 
     /// The latest state of `path`, counting what this commit already plans.
     pub fn current(&self, store: &Store, path: &SpacePath) -> Result<Option<Entry>> {
-        match self.planned(path) {
-            Some(entry) => Ok(entry.clone()),
-            None => store.entry(self.space.id, path, None),
+        match (self.planned(path), self.read_ahead.get(path)) {
+            (Some(entry), _) | (None, Some(entry)) => Ok(entry.clone()),
+            (None, None) => store.entry(self.space.id, path, None),
         }
     }
 
@@ -353,6 +364,14 @@ fn write_commit(
         receipt_value,
         index_jobs,
     } = prepared;
+    // Every row the commit reads, locked in one round trip.
+    let mut reads: Vec<(Table, Vec<u8>)> = vec![(Table::Spaces, space_key.clone())];
+    if commit.creating {
+        reads.push((Table::Spaces, name_key.clone()));
+    }
+    let hashes: std::collections::BTreeSet<Hash> = commit.versions.iter().map(|v| v.record.hash).collect();
+    reads.extend(hashes.iter().map(|hash| (Table::Content, keys::blob_meta(&hash.0))));
+    tx.read_ahead(&reads)?;
     let stored = tx.get(Table::Spaces, space_key)?;
     if commit.creating {
         if tx.get(Table::Spaces, name_key)?.is_some() || stored.is_some() {

@@ -360,14 +360,30 @@ impl Store {
         name: Option<&str>,
         path: &SpacePath,
     ) -> Result<Option<(SpaceRecord, Option<Entry>)>> {
-        let (space_key, entry_key) = (keys::space(id), keys::current(id, path));
-        let found = self.engine().get_many(&[(Table::Spaces, &space_key), (Table::Current, &entry_key)])?;
-        let [space, entry] = <[Option<Bytes>; 2]>::try_from(found).map_err(|_| Error::internal("get_many"))?;
-        let Some(space) = space.map(|raw| decode::<SpaceRecord>(&raw)).transpose()? else { return Ok(None) };
-        if name.is_some_and(|name| name != space.name) {
+        let found = self.space_with_entries(id, std::slice::from_ref(path))?;
+        Ok(found.filter(|(space, _)| name.is_none_or(|name| name == space.name)).map(|(space, mut entries)| {
+            let entry = entries.pop().flatten();
+            (space, entry)
+        }))
+    }
+
+    /// A space's record and the latest states of `paths` in it, read
+    /// together (one round trip on a database).
+    pub(crate) fn space_with_entries(
+        &self,
+        id: SpaceId,
+        paths: &[SpacePath],
+    ) -> Result<Option<(SpaceRecord, Vec<Option<Entry>>)>> {
+        let space_key = keys::space(id);
+        let entry_keys: Vec<Vec<u8>> = paths.iter().map(|path| keys::current(id, path)).collect();
+        let mut wanted: Vec<(Table, &[u8])> = vec![(Table::Spaces, &space_key)];
+        wanted.extend(entry_keys.iter().map(|key| (Table::Current, key.as_slice())));
+        let mut found = self.engine().get_many(&wanted)?.into_iter();
+        let Some(space) = found.next().flatten().map(|raw| decode::<SpaceRecord>(&raw)).transpose()? else {
             return Ok(None);
-        }
-        Ok(Some((space, entry.map(|raw| decode(&raw)).transpose()?)))
+        };
+        let entries = found.map(|raw| raw.map(|raw| decode(&raw)).transpose()).collect::<Result<_>>()?;
+        Ok(Some((space, entries)))
     }
 
     /// The ID `name` stands for, when this front remembers it (see

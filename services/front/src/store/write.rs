@@ -81,12 +81,16 @@ impl Store {
 
     /// Plans and applies a write whose body is `body` (`op.body` is not used).
     fn write_once(&self, op: &WriteOp, body: &Arc<Vec<u8>>, text_body: bool) -> Result<WriteOutcome> {
-        let space = self.space(op.space)?.ok_or_else(|| Error::space_not_found(&op.space.to_string()))?;
         let path = &op.path;
         if path.is_root() {
             return Err(not_a_file(path));
         }
-        let existing = self.entry(op.space, path, None)?;
+        // The space, the file and its folders in one round trip.
+        let mut paths = path.ancestors();
+        paths.push(path.clone());
+        let (space, states) =
+            self.space_with_entries(op.space, &paths)?.ok_or_else(|| Error::space_not_found(&op.space.to_string()))?;
+        let existing = states.last().cloned().flatten();
         if let Some(entry) = &existing
             && entry.is_dir()
         {
@@ -159,6 +163,7 @@ impl Store {
         }
 
         let mut commit = Commit::new(space.clone(), &op.actor.principal);
+        commit.remember(paths.iter().cloned().zip(states));
         commit.ensure_parents(self, path)?;
         let record = VersionRecord {
             hash,

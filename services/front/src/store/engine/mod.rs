@@ -188,6 +188,12 @@ pub trait Engine: Send + Sync + fmt::Debug {
 /// The reads and writes of one transaction.
 pub trait Tx {
     fn get(&mut self, table: Table, key: &[u8]) -> Result<Option<Bytes>>;
+
+    /// Reads (and so locks) several rows the transaction will `get`, in one
+    /// round trip where that saves any.
+    fn read_ahead(&mut self, _keys: &[(Table, Vec<u8>)]) -> Result<()> {
+        Ok(())
+    }
     fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()>;
     fn delete(&mut self, table: Table, key: &[u8]) -> Result<()>;
 }

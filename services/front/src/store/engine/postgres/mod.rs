@@ -23,7 +23,7 @@
 //! probe gets through again: the pool opens new connections by itself, so
 //! the front recovers without a restart.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -247,6 +247,7 @@ impl Postgres {
             begin: Some(begin),
             writes: BTreeMap::new(),
             absent: HashSet::new(),
+            read: HashMap::new(),
             failure: None,
         };
         let outcome = match work(&mut tx) {
@@ -526,6 +527,8 @@ struct PgTx<'a> {
     writes: BTreeMap<(Table, Vec<u8>), Option<Vec<u8>>>,
     /// Keys the transaction found missing: they are inserted, never upserted.
     absent: HashSet<(Table, Vec<u8>)>,
+    /// Rows read (and locked) ahead, by [`Tx::read_ahead`].
+    read: HashMap<(Table, Vec<u8>), Option<Bytes>>,
     /// Why a statement failed, when `work` returns with it.
     failure: Option<Attempt>,
 }
@@ -621,6 +624,9 @@ impl Tx for PgTx<'_> {
         if let Some(value) = self.writes.get(&(table, key.to_vec())) {
             return Ok(value.clone().map(Bytes::from));
         }
+        if let Some(value) = self.read.get(&(table, key.to_vec())) {
+            return Ok(value.clone());
+        }
         let (client, begin) = (self.client, self.begin.take());
         let read = self.engine.wait(async {
             let sql = "SELECT v FROM kv WHERE t = $1 AND k = $2 FOR UPDATE";
@@ -647,6 +653,48 @@ impl Tx for PgTx<'_> {
             }
             Err(attempt) => Err(self.fail(attempt)),
         }
+    }
+
+    fn read_ahead(&mut self, keys: &[(Table, Vec<u8>)]) -> Result<()> {
+        let tables: Vec<i16> = keys.iter().map(|(table, _)| *table as i16).collect();
+        let keyed: Vec<&[u8]> = keys.iter().map(|(_, key)| key.as_slice()).collect();
+        let (client, begin) = (self.client, self.begin.take());
+        let rows = self.engine.wait(async {
+            let sql =
+                "SELECT t, k, v FROM kv WHERE (t, k) IN (SELECT * FROM unnest($1::int2[], $2::bytea[])) FOR UPDATE";
+            let statement = client.prepare_cached(sql).await.map_err(failure)?;
+            let started = Instant::now();
+            let begun = async {
+                match begin {
+                    Some(begin) => client.batch_execute(begin).await,
+                    None => Ok(()),
+                }
+            };
+            let params: [&(dyn ToSql + Sync); 2] = [&tables, &keyed];
+            let (begun, rows) = tokio::join!(begun, client.query(&statement, &params));
+            statement_took("lock", started);
+            begun.map_err(failure)?;
+            rows.map_err(failure)
+        });
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(attempt) => return Err(self.fail(attempt)),
+        };
+        for (table, key) in keys {
+            self.read.insert((*table, key.clone()), None);
+        }
+        for row in rows {
+            let (t, key): (i16, Vec<u8>) = (row.get(0), row.get(1));
+            if let Some((table, _)) = keys.iter().find(|(table, wanted)| *table as i16 == t && *wanted == key) {
+                self.read.insert((*table, key), Some(Bytes::from(row.get::<_, Vec<u8>>(2))));
+            }
+        }
+        for (table, key) in keys {
+            if self.read.get(&(*table, key.clone())) == Some(&None) {
+                self.absent.insert((*table, key.clone()));
+            }
+        }
+        Ok(())
     }
 
     fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {

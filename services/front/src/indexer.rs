@@ -97,16 +97,26 @@ impl Progress {
     }
 }
 
-/// The index feed: its progress, and the task that delivers the outbox, to
-/// run until shutdown. The task follows the worker pool with a follower per
-/// worker; with no worker, it keeps the outbox empty (a worker that joins
-/// later is rebuilt anyway). Dropping the task stops every follower.
-pub fn feed(store: Store, pool: watch::Receiver<Pool>) -> (Arc<Progress>, impl Future<Output = ()> + Send + 'static) {
-    let progress = Arc::new(Progress::default());
-    (progress.clone(), supervise(store, pool, progress))
+/// The index feed: the task that delivers the outbox, recording in
+/// `progress` what each worker has. It follows the worker pool with a
+/// follower per worker; with no worker, it keeps the outbox empty (a worker
+/// that joins later is rebuilt anyway). Dropping the task stops every
+/// follower.
+///
+/// With several fronts on one database, only the holder of the background
+/// lease runs it; `fence` is the lease's generation, which its pruning of
+/// the outbox checks (`None`: the only front).
+pub fn feed(
+    store: Store,
+    pool: watch::Receiver<Pool>,
+    progress: Arc<Progress>,
+    fence: Option<u64>,
+) -> impl Future<Output = ()> + Send + 'static {
+    progress.lock().clear();
+    supervise(store, pool, progress, fence)
 }
 
-async fn supervise(store: Store, mut pool: watch::Receiver<Pool>, progress: Arc<Progress>) {
+async fn supervise(store: Store, mut pool: watch::Receiver<Pool>, progress: Arc<Progress>, fence: Option<u64>) {
     // Owned here: when the supervisor stops, dropping the set aborts them.
     let mut tasks = tokio::task::JoinSet::new();
     let mut followers: HashMap<SocketAddr, tokio::task::AbortHandle> = HashMap::new();
@@ -128,7 +138,7 @@ async fn supervise(store: Store, mut pool: watch::Receiver<Pool>, progress: Arc<
                 let (store, progress) = (store.clone(), progress.clone());
                 tasks.spawn(async move {
                     loop {
-                        if let Err(error) = follow(&store, client.clone(), address, &progress).await {
+                        if let Err(error) = follow(&store, client.clone(), address, &progress, fence).await {
                             tracing::warn!(worker = %address, %error, "index delivery interrupted");
                         }
                         progress.reach(address, false);
@@ -139,7 +149,7 @@ async fn supervise(store: Store, mut pool: watch::Receiver<Pool>, progress: Arc<
         }
         if followers.is_empty() {
             let head = store.blocking(|store| store.outbox_head()).await.unwrap_or(0);
-            let _ = store.blocking(move |store| store.prune_outbox(head)).await;
+            let _ = store.blocking(move |store| store.prune_outbox(head, fence)).await;
         }
         tokio::select! {
             changed = pool.changed() => if changed.is_err() { break },
@@ -195,6 +205,7 @@ async fn follow(
     mut client: WorkerClient<Channel>,
     me: SocketAddr,
     progress: &Progress,
+    fence: Option<u64>,
 ) -> Result<(), DeliveryError> {
     let status = client.index_status(pb::IndexStatusRequest {}).await?.into_inner();
     progress.reach(me, true);
@@ -232,7 +243,7 @@ async fn follow(
         cursor = acknowledged(&ack, sent)?.max(cursor);
         progress.set(me, cursor);
         if let Some(slowest) = progress.slowest() {
-            store.blocking(move |store| store.prune_outbox(slowest)).await?;
+            store.blocking(move |store| store.prune_outbox(slowest, fence)).await?;
         }
     }
 }

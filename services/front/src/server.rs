@@ -8,6 +8,7 @@ use agentvfs_proto::v1::admin_server::AdminServer;
 use agentvfs_proto::v1::content_store_server::ContentStoreServer;
 use agentvfs_proto::v1::file_system_server::FileSystemServer;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tonic::server::NamedService;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
@@ -17,7 +18,7 @@ use crate::auth::Authenticator;
 use crate::config::Config;
 use crate::grep::{Grep, PageBudget};
 use crate::grpc::Services;
-use crate::store::{Health, Store};
+use crate::store::{FrontId, Health, Store};
 use crate::workers::Workers;
 
 /// The front's health entry for "a worker answers" (grep and search).
@@ -63,8 +64,20 @@ pub async fn serve(
     if let Some(discovery) = crate::discovery::start(config.workers.clone(), config.worker_refresh, workers.clone()) {
         background.spawn(discovery);
     }
-    let (index_progress, indexer) = crate::indexer::feed(store.clone(), workers.subscribe());
-    background.spawn(indexer);
+    // With several fronts on one database, background work runs on the one
+    // holding the lease; the only front always runs it.
+    let front_id: FrontId = fastrand::u128(..).to_be_bytes();
+    let shared = config.database.is_some();
+    let (role, roles) = watch::channel(if shared { Role::Follower } else { Role::Leader(None) });
+    if shared {
+        background.spawn(hold_lease(store.clone(), front_id, role));
+        background.spawn(follow_other_fronts(store.clone(), front_id));
+    }
+    let index_progress = Arc::new(crate::indexer::Progress::default());
+    background.spawn(while_leading(roles.clone(), {
+        let (store, workers, progress) = (store.clone(), workers.clone(), index_progress.clone());
+        move |fence| crate::indexer::feed(store.clone(), workers.subscribe(), progress.clone(), fence)
+    }));
     let grep_budget = PageBudget {
         max_files: config.grep_max_files,
         max_bytes: config.grep_max_bytes,
@@ -142,7 +155,10 @@ pub async fn serve(
             let _ = stopped.await;
         });
     let server = tokio::spawn(server);
-    background.spawn(prune_receipts(store.clone(), config.receipt_retention));
+    background.spawn(while_leading(roles.clone(), {
+        let (store, retention) = (store.clone(), config.receipt_retention);
+        move |_| prune_receipts(store.clone(), retention)
+    }));
     background.spawn(seal_while_changing(store.clone()));
     background.spawn({
         let services = services_for_admission.clone();
@@ -173,6 +189,11 @@ pub async fn serve(
         Err(_) => {
             tracing::warn!(deadline = ?config.drain, "drain deadline passed; closing remaining calls")
         }
+    }
+    if shared {
+        // Another front takes the background work over at once.
+        let _ = store.blocking(move |store| store.release_lease(&front_id)).await;
+        let _ = store.blocking(move |store| store.forget_fronts(Some(&front_id))).await;
     }
     store.blocking(|store| store.close()).await?;
     tracing::info!("store flushed; stopped");
@@ -215,12 +236,109 @@ async fn follow_store_health(store: Store, health: tonic_health::server::HealthR
     }
 }
 
+/// Whether this front runs the background work (see `store::fronts`), and
+/// the lease generation that fences it (`None`: the only front).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Leader(Option<u64>),
+    Follower,
+}
+
+/// How long the background lease lasts unless renewed, and how often its
+/// holder renews it: another front takes over within about this long of
+/// the holder's death.
+const LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(5);
+const LEASE_RENEWAL: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often a front tells the others of its commits and looks at theirs.
+const FRONTS_TICK: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Takes and renews the background lease, and tells `role`.
+async fn hold_lease(store: Store, front: FrontId, role: watch::Sender<Role>) {
+    let mut tick = tokio::time::interval(LEASE_RENEWAL);
+    loop {
+        tick.tick().await;
+        let held = store.blocking(move |store| store.hold_lease(&front, LEASE_TTL)).await;
+        let now = match held {
+            Ok(Some(generation)) => Role::Leader(Some(generation)),
+            Ok(None) => Role::Follower,
+            Err(error) => {
+                tracing::warn!(%error, "cannot renew the background lease");
+                Role::Follower
+            }
+        };
+        role.send_if_modified(|role| {
+            let changed = *role != now;
+            if changed {
+                tracing::info!(?now, "background work changes hands");
+            }
+            *role = now;
+            changed
+        });
+    }
+}
+
+/// Runs the task `start` makes while this front leads, and stops it when it
+/// no longer does (or leads under another generation).
+async fn while_leading<F, Fut>(mut roles: watch::Receiver<Role>, mut start: F)
+where
+    F: FnMut(Option<u64>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    loop {
+        let role = *roles.borrow_and_update();
+        match role {
+            Role::Leader(fence) => {
+                tokio::select! {
+                    () = start(fence) => return,
+                    changed = roles.changed() => if changed.is_err() { return },
+                }
+            }
+            Role::Follower => {
+                if roles.changed().await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Tells the other fronts of this front's commits, and wakes this front's
+/// followers of the log (`Watch`, the index feed) when another committed.
+async fn follow_other_fronts(store: Store, front: FrontId) {
+    let mut tick = tokio::time::interval(FRONTS_TICK);
+    let mut announced = None;
+    let mut seen: std::collections::HashMap<FrontId, u64> = std::collections::HashMap::new();
+    loop {
+        tick.tick().await;
+        let own = store.own_commits();
+        if announced != Some(own) {
+            match store.blocking(move |store| store.announce_commits(&front, own)).await {
+                Ok(()) => announced = Some(own),
+                Err(error) => tracing::debug!(%error, "cannot announce this front's commits"),
+            }
+        }
+        let Ok(fronts) = store.blocking(|store| store.front_commits()).await else { continue };
+        let mut moved = false;
+        for (other, commits) in fronts {
+            if other != front && seen.insert(other, commits) != Some(commits) {
+                moved = true;
+            }
+        }
+        if moved {
+            store.others_committed();
+        }
+    }
+}
+
 /// Drops idempotency receipts older than `retention` and collects uploads
 /// no commit claimed, once an hour.
 async fn prune_receipts(store: Store, retention: std::time::Duration) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
     loop {
         tick.tick().await;
+        if let Err(error) = store.blocking(|store| store.forget_fronts(None)).await {
+            tracing::warn!(%error, "forgetting stopped fronts failed");
+        }
         let grace = crate::store::content::UPLOAD_GRACE;
         if let Err(error) = store.blocking(move |store| store.collect_uploads(grace)).await {
             tracing::warn!(%error, "collecting unclaimed uploads failed");

@@ -478,6 +478,9 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>) {
             tasks.drain(..).map(|task| tokio::spawn(run_task(fs.clone(), task, cycle, stop.clone()))).collect();
         let window = Duration::from_millis(50 + rng.next() % 250);
         let patience = match armed {
+            // A restarted front on a database feeds the index only once the
+            // killed one's background lease has expired (5 s).
+            Some((_, point)) if !point.starts_with("store") && cluster.is_some() => Duration::from_secs(12),
             Some((_, point)) if !point.starts_with("store") => Duration::from_secs(5),
             _ => window * 4,
         };

@@ -8,9 +8,10 @@
 mod support;
 
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 use agentvfs_proto::v1 as pb;
-use support::{Front, read, write_text};
+use support::{Front, Stack, read, write_text};
 
 /// Two fronts on one database.
 async fn two_fronts() -> (Front, Front) {
@@ -69,4 +70,73 @@ async fn writes_to_one_space_through_two_fronts_are_all_kept_at_their_own_revisi
         .unwrap()
         .into_inner();
     assert_eq!(listing.matches.len(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_on_one_front_streams_the_commits_of_another_in_order() {
+    let (a, b) = two_fronts().await;
+    a.space("w").await;
+    let mut events = b
+        .fs()
+        .await
+        .watch(pb::WatchRequest { space: "w".into(), path: "/".into(), from_revision: 0 })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut fs = a.fs().await;
+    let mut written = Vec::new();
+    for n in 0..10 {
+        let response = fs.write(write_text("w", &format!("/f{n}.txt"), "x")).await.unwrap().into_inner();
+        written.push((response.revision, format!("/f{n}.txt")));
+    }
+    let mut seen = Vec::new();
+    while seen.len() < written.len() {
+        // Other fronts' commits are looked for every 100 ms.
+        let event = tokio::time::timeout(Duration::from_secs(5), events.message()).await;
+        let event = event.expect("an event within 5 s").unwrap().expect("the stream goes on");
+        seen.push((event.revision, event.path));
+    }
+    assert_eq!(seen, written, "every commit, in revision order");
+}
+
+/// Search through `fs` until `query` finds `expected` hits (bounded wait).
+async fn searched(
+    fs: &mut agentvfs_proto::v1::file_system_client::FileSystemClient<tonic::transport::Channel>,
+    query: &str,
+    expected: usize,
+) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let request = pb::SearchRequest { space: "s".into(), query: query.into(), page_size: 50, ..Default::default() };
+        if let Ok(response) = fs.search(request).await
+            && response.into_inner().hits.len() == expected
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "search for {query:?} never found {expected} files");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_follows_every_front_and_moves_to_a_survivor_when_its_feeder_dies() {
+    let url = agentvfs_testdb::Cluster::shared().create_database();
+    // A stack (front A and a worker), and front B on the same database and worker.
+    let mut stack = Stack::start(&["--database-url", &url]).await;
+    let b = Front::start_with(&["--database-url", &url, "--worker", &stack.worker.addr]).await;
+    stack.front.space("s").await;
+    let (mut through_a, mut through_b) = (stack.front.fs().await, b.fs().await);
+    through_a.write(write_text("s", "/a.md", "a heron by the river")).await.unwrap();
+    through_b.write(write_text("s", "/b.md", "a heron on the roof")).await.unwrap();
+    // One front feeds the worker's index, whichever got the lease; writes
+    // through either are searchable through either.
+    searched(&mut through_b, "heron", 2).await;
+    searched(&mut through_a, "heron", 2).await;
+
+    // Whichever front fed the index dies; the other takes the work over.
+    stack.front.crash_and_restart().await;
+    drop(b);
+    let mut through_a = stack.front.fs().await;
+    through_a.write(write_text("s", "/c.md", "a third heron")).await.unwrap();
+    searched(&mut through_a, "heron", 3).await;
 }

@@ -320,7 +320,7 @@ impl Store {
         }
         committed?;
         fault_point!("store::after_commit");
-        self.inner.commits.send_modify(|count| *count += 1);
+        self.committed();
         Ok(())
     }
 }

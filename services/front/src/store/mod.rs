@@ -15,6 +15,7 @@ mod cache;
 mod commit;
 pub mod content;
 pub mod engine;
+mod fronts;
 mod generate;
 mod history;
 pub mod keys;
@@ -35,6 +36,7 @@ pub(crate) use commit::Commit;
 pub use engine::Health;
 pub use engine::postgres::{Postgres, PostgresOptions, masked_url};
 pub use engine::sled::{Durability, SledEngine, SledOptions};
+pub use fronts::{FrontId, Lease};
 pub use generate::Generated;
 pub use history::{Compacted, expired};
 pub use receipt::ReceiptPlan;
@@ -106,8 +108,11 @@ pub struct Store {
 
 #[derive(Debug)]
 struct Inner {
-    /// Counts commits, so followers of the log know when to look again.
+    /// Counts commits (this front's, and others' it learns of), so followers
+    /// of the log know when to look again.
     commits: tokio::sync::watch::Sender<u64>,
+    /// Counts this front's own commits, for other fronts (see [`fronts`]).
+    own_commits: std::sync::atomic::AtomicU64,
     engine: Box<dyn Engine>,
     /// Immutable records kept in memory, for an engine without a cache.
     cache: Option<cache::Cache>,
@@ -180,6 +185,7 @@ impl Store {
         let store = Self {
             inner: Arc::new(Inner {
                 commits: tokio::sync::watch::Sender::new(0),
+                own_commits: std::sync::atomic::AtomicU64::new(0),
                 engine,
                 cache,
                 stripes,

@@ -64,12 +64,19 @@ impl Store {
         mark(self.get(Table::Meta, HEAD_KEY)?)
     }
 
-    /// Removes jobs up to and including `upto`.
-    pub fn prune_outbox(&self, upto: u64) -> Result<usize> {
+    /// Removes jobs up to and including `upto`. With several fronts, only
+    /// the holder of the background lease prunes: `fence` is its generation,
+    /// checked in the transaction that moves the pruning mark.
+    pub fn prune_outbox(&self, upto: u64, fence: Option<u64>) -> Result<usize> {
         if upto > self.outbox_pruned()? {
             // Before the jobs go, so that no job is ever gone without the
             // mark that says so.
-            self.transact(|tx| tx.put(Table::Meta, PRUNED_KEY, &upto.to_be_bytes()))?;
+            self.transact(|tx| {
+                if let Some(generation) = fence {
+                    super::fronts::check_lease(tx, generation)?;
+                }
+                tx.put(Table::Meta, PRUNED_KEY, &upto.to_be_bytes())
+            })?;
         }
         let range = KeyRange::through(Vec::new(), &keys::sequence(upto));
         let sequences = self.range(Table::Outbox, range).map(|item| item.map(|(key, _)| key));
@@ -101,7 +108,7 @@ impl Store {
         let count = jobs.len();
         // Published with the space's queued jobs, after them.
         self.publish(jobs)?;
-        self.inner.commits.send_modify(|count| *count += 1);
+        self.committed();
         Ok(count)
     }
 

@@ -161,7 +161,7 @@ impl Store {
                 Ok(())
             })?;
             // Wakes followers of the space's log, which then find it gone.
-            self.inner.commits.send_modify(|count| *count += 1);
+            self.committed();
             space
         };
         self.purge_space(id)?;

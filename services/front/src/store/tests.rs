@@ -410,6 +410,32 @@ fn large(seed: u8) -> Vec<u8> {
 }
 
 on_both_engines! {
+    fn the_background_lease_has_one_holder_and_fences_the_one_that_lost_it(engine: Engine) {
+        let home = Home::new(engine);
+        let store = home.open();
+        let (a, b) = ([1; 16], [2; 16]);
+        let ttl = std::time::Duration::from_millis(300);
+        let first = store.hold_lease(&a, ttl).unwrap().expect("free: a takes it");
+        assert_eq!(store.hold_lease(&b, ttl).unwrap(), None, "held by a");
+        assert_eq!(store.hold_lease(&a, ttl).unwrap(), Some(first), "a renews it");
+        let space =
+            store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+        overwrite(&store, space.id, "/x.txt", b"x");
+        let head = store.outbox_head().unwrap();
+        // a, the holder, may prune.
+        store.prune_outbox(head - 1, Some(first)).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        let second = store.hold_lease(&b, ttl).unwrap().expect("expired: b takes it over");
+        assert!(second > first);
+        // a lost it: its pruning is refused, and nothing moves.
+        let refused = store.prune_outbox(head, Some(first)).unwrap_err();
+        assert_eq!(refused.reason, Reason::TransactionConflict);
+        assert_eq!(store.outbox_pruned().unwrap(), head - 1);
+        store.prune_outbox(head, Some(second)).unwrap();
+        assert_eq!(store.outbox_pruned().unwrap(), head);
+        assert_eq!(store.hold_lease(&a, ttl).unwrap(), None, "held by b now");
+    }
+
     fn a_space_created_again_under_its_name_is_found_by_it(engine: Engine) {
         let home = Home::new(engine);
         let store = home.open();
@@ -656,7 +682,7 @@ on_both_engines! {
         overwrite(&store, space.id, "/a.txt", b"a");
         let head = store.outbox_head().unwrap();
         assert!(head > 0);
-        store.prune_outbox(head).unwrap();
+        store.prune_outbox(head, None).unwrap();
         assert_eq!(store.outbox_bounds().unwrap(), None);
         assert_eq!(store.outbox_head().unwrap(), head, "the highest sequence handed out does not go back");
     }

@@ -70,7 +70,7 @@ pub async fn serve(
     let shared = config.database.is_some();
     let (role, roles) = watch::channel(if shared { Role::Follower } else { Role::Leader(None) });
     if shared {
-        background.spawn(hold_lease(store.clone(), front_id, role));
+        background.spawn(hold_lease(store.clone(), front_id, config.background_lease, role));
         background.spawn(follow_other_fronts(store.clone(), front_id));
     }
     let index_progress = Arc::new(crate::indexer::Progress::default());
@@ -244,20 +244,17 @@ enum Role {
     Follower,
 }
 
-/// How long the background lease lasts unless renewed, and how often its
-/// holder renews it: another front takes over within about this long of
-/// the holder's death.
-const LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(5);
-const LEASE_RENEWAL: std::time::Duration = std::time::Duration::from_secs(1);
 /// How often a front tells the others of its commits and looks at theirs.
 const FRONTS_TICK: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Takes and renews the background lease, and tells `role`.
-async fn hold_lease(store: Store, front: FrontId, role: watch::Sender<Role>) {
-    let mut tick = tokio::time::interval(LEASE_RENEWAL);
+/// Takes and renews the background lease, lasting `ttl` unless renewed
+/// (five times as often), and tells `role`: another front takes over within
+/// about `ttl` of the holder's death.
+async fn hold_lease(store: Store, front: FrontId, ttl: std::time::Duration, role: watch::Sender<Role>) {
+    let mut tick = tokio::time::interval(ttl / 5);
     loop {
         tick.tick().await;
-        let held = store.blocking(move |store| store.hold_lease(&front, LEASE_TTL)).await;
+        let held = store.blocking(move |store| store.hold_lease(&front, ttl)).await;
         let now = match held {
             Ok(Some(generation)) => Role::Leader(Some(generation)),
             Ok(None) => Role::Follower,

@@ -421,7 +421,9 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>) {
     let (front_binary, worker_binary) = failpoint_binaries();
     let database = cluster.as_ref().map(|cluster| cluster.create_database());
     let front_args: Vec<&str> = match &database {
-        Some(url) => vec!["--database-url", url],
+        // A restarted front takes the killed one's background work over
+        // once its lease expires.
+        Some(url) => vec!["--database-url", url, "--background-lease-seconds", "1"],
         None => Vec::new(),
     };
     let front_points: Vec<&str> = match &cluster {
@@ -478,9 +480,9 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>) {
             tasks.drain(..).map(|task| tokio::spawn(run_task(fs.clone(), task, cycle, stop.clone()))).collect();
         let window = Duration::from_millis(50 + rng.next() % 250);
         let patience = match armed {
-            // A restarted front on a database feeds the index only once the
-            // killed one's background lease has expired (5 s).
-            Some((_, point)) if !point.starts_with("store") && cluster.is_some() => Duration::from_secs(12),
+            // On a database, a restarted front feeds the index once the
+            // killed one's background lease (1 s) has expired.
+            Some((_, point)) if !point.starts_with("store") && cluster.is_some() => Duration::from_secs(7),
             Some((_, point)) if !point.starts_with("store") => Duration::from_secs(5),
             _ => window * 4,
         };

@@ -241,9 +241,13 @@ pub(crate) fn text_version(front: &Front, target: &Target, entry: &Entry, number
 }
 
 /// Records that the caller's session (if any) has seen `version` of `node`.
+/// A record the store failed to keep is logged, not an error of the call
+/// that read: the rule then asks the session for one more read.
 pub(crate) fn upsert_session(front: &Front, caller: &Caller, node: crate::ids::NodeId, version: u64) {
-    if let Some(session) = &caller.session {
-        front.sessions.saw(session, node, version);
+    if let Some(session) = &caller.session
+        && let Err(error) = front.sessions.saw(&front.store, session, node, version)
+    {
+        tracing::warn!(%error, "recording a session's read failed");
     }
 }
 
@@ -279,14 +283,31 @@ pub(crate) fn echo(input: &str) -> String {
     }
 }
 
-/// Idempotency scopes of calls running now: a second call with a scope that
-/// is claimed gets IDEMPOTENCY_REQUEST_IN_PROGRESS.
-#[derive(Debug, Default)]
-pub struct InFlight(Mutex<HashSet<[u8; 32]>>);
+/// Idempotency scopes of calls running on this front: a second call with a
+/// scope that is claimed gets IDEMPOTENCY_REQUEST_IN_PROGRESS without asking
+/// the store. On a shared store the scope is claimed there too, under this
+/// front's ID (see [`crate::store::claims`]).
+#[derive(Debug)]
+pub struct InFlight {
+    scopes: Mutex<HashSet<[u8; 32]>>,
+    /// Names this front process as the owner of its claims in the store.
+    front: [u8; 16],
+}
+
+impl Default for InFlight {
+    fn default() -> Self {
+        Self { scopes: Mutex::default(), front: ulid::Ulid::generate().to_bytes() }
+    }
+}
 
 impl InFlight {
     /// The claimed scopes.
     pub fn lock(&self) -> MutexGuard<'_, HashSet<[u8; 32]>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.scopes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// This front's ID, as the owner of claims in a shared store.
+    pub fn front(&self) -> [u8; 16] {
+        self.front
     }
 }

@@ -1,10 +1,20 @@
 //! The read-before-edit rule: which version of which file each agent session
 //! last read.
 //!
-//! Records live in memory, bounded in count (least recently used first out)
-//! and in idle time. A session whose record was evicted simply has to read
-//! again: the rule can only ask for an extra read, never let a stale edit
-//! through, because edits are checked against versions, not times.
+//! A single front keeps the records in memory, bounded in count (least
+//! recently used first out) and in idle time. A session whose record was
+//! evicted simply has to read again: the rule can only ask for an extra
+//! read, never let a stale edit through, because edits are checked against
+//! versions, not times.
+//!
+//! Fronts that share a store keep them in it instead, so that a read on one
+//! front lets an edit on another proceed: each recorded read is one upsert
+//! (one round trip, no read before it), each guarded edit one point read.
+//! The in-memory records are not consulted then. Any answer they give can
+//! differ from the shared record in both directions: another front may have
+//! recorded a newer read (a stale refusal) or, later, a read of an older
+//! version (an edit let through that every other front refuses), so only
+//! the store can answer the same on every front.
 
 use std::num::NonZeroUsize;
 use std::sync::Mutex;
@@ -12,7 +22,10 @@ use std::time::{Duration, Instant};
 
 use lru::LruCache;
 
+use crate::error::Result;
 use crate::ids::NodeId;
+use crate::store::Store;
+use crate::store::records::{SessionRead, now_ms};
 
 /// Session → (node → version read) records.
 #[derive(Debug)]
@@ -28,22 +41,37 @@ impl Sessions {
     }
 
     /// Records that `session` has seen `version` of `node`.
-    pub fn saw(&self, session: &str, node: NodeId, version: u64) {
+    pub fn saw(&self, store: &Store, session: &str, node: NodeId, version: u64) -> Result<()> {
+        if store.shared() {
+            let read_ms = now_ms();
+            let expires_ms = read_ms.saturating_add(self.idle_ms());
+            return store.record_session_read(session, node, SessionRead { version, read_ms, expires_ms });
+        }
         self.lock().put((session.to_owned(), node), (version, Instant::now()));
+        Ok(())
     }
 
     /// The version `session` last saw of `node`, unless the record expired.
-    pub fn seen(&self, session: &str, node: NodeId) -> Option<u64> {
+    pub fn seen(&self, store: &Store, session: &str, node: NodeId) -> Result<Option<u64>> {
+        if store.shared() {
+            let read = store.session_read(session, node)?;
+            // This front's idle limit, whichever front wrote the record.
+            return Ok(read.filter(|r| now_ms().saturating_sub(r.read_ms) <= self.idle_ms()).map(|r| r.version));
+        }
         let mut reads = self.lock();
         let key = (session.to_owned(), node);
         match reads.get(&key) {
-            Some(&(version, at)) if at.elapsed() <= self.idle => Some(version),
+            Some(&(version, at)) if at.elapsed() <= self.idle => Ok(Some(version)),
             Some(_) => {
                 reads.pop(&key);
-                None
+                Ok(None)
             }
-            None => None,
+            None => Ok(None),
         }
+    }
+
+    fn idle_ms(&self) -> i64 {
+        i64::try_from(self.idle.as_millis()).unwrap_or(i64::MAX)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<(String, NodeId), (u64, Instant)>> {
@@ -54,21 +82,25 @@ impl Sessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{Durability, StoreLimits};
 
     #[test]
     fn records_are_bounded_and_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Durability::Off, StoreLimits::default()).unwrap();
         let sessions = Sessions::new(2, Duration::from_secs(60));
         let (a, b, c) = (NodeId::generate(), NodeId::generate(), NodeId::generate());
-        sessions.saw("s1", a, 1);
-        sessions.saw("s1", b, 2);
-        sessions.saw("s2", c, 3);
-        assert_eq!(sessions.seen("s1", a), None, "evicted as least recently used");
-        assert_eq!((sessions.seen("s1", b), sessions.seen("s2", c)), (Some(2), Some(3)));
-        assert_eq!(sessions.seen("s2", b), None);
+        let seen = |sessions: &Sessions, session: &str, node: NodeId| sessions.seen(&store, session, node).unwrap();
+        sessions.saw(&store, "s1", a, 1).unwrap();
+        sessions.saw(&store, "s1", b, 2).unwrap();
+        sessions.saw(&store, "s2", c, 3).unwrap();
+        assert_eq!(seen(&sessions, "s1", a), None, "evicted as least recently used");
+        assert_eq!((seen(&sessions, "s1", b), seen(&sessions, "s2", c)), (Some(2), Some(3)));
+        assert_eq!(seen(&sessions, "s2", b), None);
 
         let quick = Sessions::new(10, Duration::ZERO);
-        quick.saw("s", a, 1);
+        quick.saw(&store, "s", a, 1).unwrap();
         std::thread::sleep(Duration::from_millis(2));
-        assert_eq!(quick.seen("s", a), None);
+        assert_eq!(seen(&quick, "s", a), None);
     }
 }

@@ -11,7 +11,10 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use agentvfs_proto::v1 as pb;
-use support::{Front, Stack, read, write_text};
+use agentvfs_proto::v1::file_system_client::FileSystemClient;
+use support::{Front, Stack, assert_error, read, reason, replace, write_text};
+use tonic::Code;
+use tonic::transport::Channel;
 
 /// Two fronts on one database.
 async fn two_fronts() -> (Front, Front) {
@@ -118,6 +121,30 @@ async fn searched(
     }
 }
 
+/// An append of `line` under idempotency key `key`: applied twice, it would
+/// show as a second version and a repeated line.
+fn append(key: &str, line: &str) -> pb::WriteRequest {
+    pb::WriteRequest {
+        mode: pb::WriteMode::Append as i32,
+        idempotency_key: key.into(),
+        ..write_text("shared", "/log.txt", line)
+    }
+}
+
+/// Sends the append until it is answered with something other than
+/// IDEMPOTENCY_REQUEST_IN_PROGRESS (with the retry delay it asks for).
+async fn replayed(fs: &mut FileSystemClient<Channel>, request: pb::WriteRequest) -> pb::WriteResponse {
+    loop {
+        match fs.write(request.clone()).await {
+            Ok(response) => return response.into_inner(),
+            Err(status) if reason(&status) == "IDEMPOTENCY_REQUEST_IN_PROGRESS" => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(status) => panic!("retry of an idempotent append failed: {status:?}"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_index_follows_every_front_and_moves_to_a_survivor_when_its_feeder_dies() {
     let url = agentvfs_testdb::Cluster::shared().create_database();
@@ -139,4 +166,83 @@ async fn the_index_follows_every_front_and_moves_to_a_survivor_when_its_feeder_d
     let mut through_a = stack.front.fs().await;
     through_a.write(write_text("s", "/c.md", "a third heron")).await.unwrap();
     searched(&mut through_a, "heron", 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_idempotency_key_sent_through_two_fronts_at_once_applies_once() {
+    let (a, b) = two_fronts().await;
+    a.space("shared").await;
+    let (mut fa, mut fb) = (a.fs().await, b.fs().await);
+    let rounds = 20;
+    let mut expected = String::new();
+    for round in 0..rounds {
+        let (key, line) = (format!("key-{round}"), format!("line {round}\n"));
+        expected.push_str(&line);
+        let request = append(&key, &line);
+        let (through_a, through_b) = tokio::join!(fa.write(request.clone()), fb.write(request.clone()));
+        // One call applies it; the other is told it is in progress, or gets
+        // the replay of the same response.
+        let mut applied = Vec::new();
+        for (outcome, fs) in [(through_a, &mut fa), (through_b, &mut fb)] {
+            match outcome {
+                Ok(response) => applied.push(response.into_inner()),
+                Err(status) => {
+                    assert_error(&status, Code::Aborted, "IDEMPOTENCY_REQUEST_IN_PROGRESS");
+                    applied.push(replayed(fs, request.clone()).await);
+                }
+            }
+        }
+        assert_eq!(applied[0], applied[1], "round {round}: both fronts answer with the one response");
+        assert_eq!(applied[0].version, round + 1, "round {round}: one version per key");
+    }
+    for fs in [&mut fa, &mut fb] {
+        let file = fs.read(read("shared", "/log.txt")).await.unwrap().into_inner();
+        assert_eq!((file.version, file.content.as_str()), (rounds, expected.as_str()));
+    }
+}
+
+/// Adds `x-agentvfs-session: <id>` to every call.
+#[derive(Clone)]
+struct Session(&'static str);
+
+impl tonic::service::Interceptor for Session {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        request.metadata_mut().insert("x-agentvfs-session", self.0.parse().unwrap());
+        Ok(request)
+    }
+}
+
+async fn in_session(
+    front: &Front,
+    id: &'static str,
+) -> FileSystemClient<tonic::service::interceptor::InterceptedService<Channel, Session>> {
+    FileSystemClient::with_interceptor(front.channel().await, Session(id))
+}
+
+fn edit(path: &str, edits: Vec<pb::TextEdit>) -> pb::EditRequest {
+    pb::EditRequest { space: "shared".into(), path: path.into(), edits, ..Default::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_through_one_front_lets_an_edit_in_that_session_through_the_other() {
+    let (a, b) = two_fronts().await;
+    a.space("shared").await;
+    a.fs().await.write(write_text("shared", "/notes.md", "hello\n")).await.unwrap();
+    let (mut s_on_a, mut s_on_b) = (in_session(&a, "s").await, in_session(&b, "s").await);
+    let mut other_on_b = in_session(&b, "other").await;
+
+    s_on_a.read(read("shared", "/notes.md")).await.unwrap();
+    let done = s_on_b.edit(edit("/notes.md", vec![replace("hello", "hi")])).await.unwrap().into_inner();
+    assert_eq!(done.version, 2);
+    let unread = other_on_b.edit(edit("/notes.md", vec![replace("hi", "yo")])).await.unwrap_err();
+    assert_error(&unread, Code::FailedPrecondition, "READ_REQUIRED");
+
+    // The edit through B counts as the session's read of version 2, on A too.
+    let again = s_on_a.edit(edit("/notes.md", vec![replace("hi", "hey")])).await.unwrap().into_inner();
+    assert_eq!(again.version, 3);
+    // A read through B of version 3 is what A checks an edit in `other` against.
+    other_on_b.read(read("shared", "/notes.md")).await.unwrap();
+    s_on_b.edit(edit("/notes.md", vec![replace("hey", "hoi")])).await.unwrap();
+    let stale = in_session(&a, "other").await.edit(edit("/notes.md", vec![replace("hoi", "ho")])).await.unwrap_err();
+    assert_error(&stale, Code::FailedPrecondition, "FILE_MODIFIED_SINCE_READ");
 }

@@ -109,7 +109,10 @@ pub(super) fn check_base(
         }
         return Ok(());
     }
-    let seen = caller.session.as_deref().and_then(|session| front.sessions.seen(session, entry.node));
+    let seen = match caller.session.as_deref() {
+        Some(session) => front.sessions.seen(&front.store, session, entry.node)?,
+        None => None,
+    };
     match seen {
         None => Err(Error::new(
             Reason::ReadRequired,

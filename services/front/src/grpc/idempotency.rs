@@ -4,10 +4,31 @@
 //! A key's scope is (space, principal, method, key). The receipt (the encoded
 //! response) is written in the same transaction as the change it describes,
 //! so it exists exactly when the change does. While a call runs, its scope
-//! is claimed in memory: a concurrent call with the same key gets
+//! is claimed: a concurrent call with the same key gets
 //! IDEMPOTENCY_REQUEST_IN_PROGRESS. The claim lives inside the blocking task
 //! that applies the change, which runs to completion even if the client goes
 //! away, so a retry can never overlap the original.
+//!
+//! A front claims the scope in memory first, which answers a duplicate sent
+//! to the same front without a round trip. When several fronts share the
+//! store, the scope is then claimed in the store too, in the transaction
+//! that also looks for the receipt (see [`crate::store::claims`]); the
+//! claim is released (deleted) once the receipt is written or the call
+//! failed, so a later retry through any front finds the receipt.
+//!
+//! The claim's deadline must outlast the call, however long it runs: past
+//! `--request-timeout-seconds` the client has its answer, but the change
+//! still runs to its end and may then commit. No fixed deadline bounds
+//! that (a commit may wait on locks and be re-planned many times), so the
+//! claim is a lease: [`CLAIM_LEASE`] ahead, moved forward every
+//! [`CLAIM_RENEWAL`] by a thread that lives exactly as long as the change.
+//! A claim left by a front that died expires within [`CLAIM_LEASE`], and a
+//! retry then takes it over (finding the receipt if the change committed).
+//! The lease assumes the fronts' clocks agree to within a few seconds.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
 
 use prost::Message;
 
@@ -15,10 +36,21 @@ use super::Front;
 use crate::app::InFlight;
 use crate::auth::Caller;
 use crate::error::{Error, Reason, Result};
-use crate::store::ReceiptPlan;
+use crate::store::claims::Claimed;
+use crate::store::records::now_ms;
+use crate::store::{Receipt, ReceiptPlan, Store};
 
 /// Longest accepted idempotency key.
 const MAX_KEY_BYTES: usize = 256;
+/// How far ahead a claim in a shared store is valid, from its last renewal.
+const CLAIM_LEASE: Duration = Duration::from_secs(30);
+/// How often the owner of a claim renews it while its call runs: a third of
+/// the lease, so that two renewals in a row may fail before it lapses.
+const CLAIM_RENEWAL: Duration = Duration::from_secs(10);
+/// Lease left at release under which the claim is checked to be still this
+/// front's before it is deleted (above it, no other front can have taken it
+/// over, even with its clock this far ahead).
+const RELEASE_MARGIN: Duration = Duration::from_secs(10);
 
 /// A claimed scope, released on drop.
 #[derive(Debug)]
@@ -26,10 +58,28 @@ pub struct Claim<'a> {
     in_flight: &'a InFlight,
     scope: [u8; 32],
     fingerprint: [u8; 32],
+    /// The claim in a shared store, when there is one.
+    lease: Option<Lease<'a>>,
+}
+
+/// A claim held in a shared store.
+#[derive(Debug)]
+struct Lease<'a> {
+    store: &'a Store,
+    owner: [u8; 16],
+    /// The deadline the store last confirmed.
+    deadline_ms: AtomicI64,
+    /// Set when a renewal found the claim taken over.
+    lost: AtomicBool,
 }
 
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
+        // The shared claim first: until it is gone, a duplicate on this
+        // front is answered from memory.
+        if let Some(lease) = &self.lease {
+            lease.release(&self.scope);
+        }
         self.in_flight.lock().remove(&self.scope);
     }
 }
@@ -39,6 +89,51 @@ impl Claim<'_> {
     /// response the caller gets from the outcome of the change.
     pub fn receipt<T, R: Message>(&self, respond: impl Fn(&T) -> R + Send + 'static) -> ReceiptPlan<T> {
         ReceiptPlan::new(self.scope, self.fingerprint, move |outcome| respond(outcome).encode_to_vec())
+    }
+
+    /// Runs `op` under the claim, renewing a shared claim until it returns.
+    fn hold<R>(&self, op: impl FnOnce(Option<&Claim<'_>>) -> Result<R>) -> Result<R> {
+        let Some(lease) = &self.lease else { return op(Some(self)) };
+        let (done, stopped) = mpsc::channel::<()>();
+        std::thread::scope(|threads| {
+            std::thread::Builder::new()
+                .name("claim-renewal".into())
+                .spawn_scoped(threads, move || lease.renew_until(&self.scope, &stopped))
+                .map_err(|e| Error::internal(format!("cannot start renewing an idempotency claim: {e}")))?;
+            let outcome = op(Some(self));
+            drop(done);
+            outcome
+        })
+    }
+}
+
+impl Lease<'_> {
+    /// Moves the claim's deadline forward every [`CLAIM_RENEWAL`] until
+    /// `stopped` disconnects (the call returned).
+    fn renew_until(&self, scope: &[u8; 32], stopped: &mpsc::Receiver<()>) {
+        while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(CLAIM_RENEWAL) {
+            let deadline = now_ms().saturating_add(millis(CLAIM_LEASE));
+            match self.store.renew_claim(scope, self.owner, deadline) {
+                Ok(true) => self.deadline_ms.store(deadline, Ordering::Release),
+                Ok(false) => {
+                    tracing::warn!("an idempotency claim lapsed and was taken over while its call ran");
+                    self.lost.store(true, Ordering::Release);
+                    return;
+                }
+                // Tried again at the next beat; the claim holds until its deadline.
+                Err(error) => tracing::warn!(%error, "renewing an idempotency claim failed"),
+            }
+        }
+    }
+
+    /// Deletes the claim: blindly while its deadline is well ahead (one
+    /// round trip), otherwise only if it is still this front's.
+    fn release(&self, scope: &[u8; 32]) {
+        let left = self.deadline_ms.load(Ordering::Acquire).saturating_sub(now_ms());
+        let unchecked = !self.lost.load(Ordering::Acquire) && left > millis(RELEASE_MARGIN);
+        if let Err(error) = self.store.release_claim(scope, self.owner, unchecked) {
+            tracing::warn!(%error, "releasing an idempotency claim failed; it lapses at its deadline");
+        }
     }
 }
 
@@ -77,21 +172,50 @@ pub fn run<R: Message + Default>(
     }
     let scope = *hasher.finalize().as_bytes();
     if !front.in_flight.lock().insert(scope) {
-        return Err(Error::new(
-            Reason::IdempotencyRequestInProgress,
-            "A call with this idempotency key is still running; retry with the same key shortly.",
-        )
-        .retry_after(std::time::Duration::from_millis(100)));
+        return Err(in_progress());
     }
-    let claim = Claim { in_flight: &front.in_flight, scope, fingerprint };
-    match front.store.receipt(&scope)? {
-        Some(receipt) if receipt.fingerprint != fingerprint => Err(Error::new(
+    let mut claim = Claim { in_flight: &front.in_flight, scope, fingerprint, lease: None };
+    let receipt = if front.store.shared() {
+        let (owner, now) = (front.in_flight.front(), now_ms());
+        let deadline = now.saturating_add(millis(CLAIM_LEASE));
+        match front.store.claim(&scope, owner, now, deadline)? {
+            Claimed::Busy => return Err(in_progress()),
+            Claimed::Done(receipt) => Some(receipt),
+            Claimed::Taken => {
+                let (deadline_ms, lost) = (AtomicI64::new(deadline), AtomicBool::new(false));
+                claim.lease = Some(Lease { store: &front.store, owner, deadline_ms, lost });
+                None
+            }
+        }
+    } else {
+        front.store.receipt(&scope)?
+    };
+    match receipt {
+        Some(receipt) => replay(&receipt, fingerprint),
+        None => claim.hold(op),
+    }
+}
+
+/// The stored response of a call made before, if `fingerprint` is its request's.
+fn replay<R: Message + Default>(receipt: &Receipt, fingerprint: [u8; 32]) -> Result<R> {
+    if receipt.fingerprint != fingerprint {
+        return Err(Error::new(
             Reason::IdempotencyKeyReused,
             "This idempotency key was used for a different request; use a new key for a new request.",
         )
-        .field("idempotency_key")),
-        Some(receipt) => R::decode(receipt.response.as_slice())
-            .map_err(|e| Error::internal(format!("stored receipt does not decode: {e}"))),
-        None => op(Some(&claim)),
+        .field("idempotency_key"));
     }
+    R::decode(receipt.response.as_slice()).map_err(|e| Error::internal(format!("stored receipt does not decode: {e}")))
+}
+
+fn in_progress() -> Error {
+    Error::new(
+        Reason::IdempotencyRequestInProgress,
+        "A call with this idempotency key is still running; retry with the same key shortly.",
+    )
+    .retry_after(Duration::from_millis(100))
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }

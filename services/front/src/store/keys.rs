@@ -22,6 +22,8 @@
 //! | `receipts` | BLAKE3(space, principal, method, key) | `Receipt` |
 //! | `outbox` | sequence | `IndexJob` (until every worker has it) |
 //! | `queue` | space revision index | `IndexJob` (until it gets a sequence) |
+//! | `claims` | BLAKE3(space, principal, method, key) | `ClaimRecord` (a call in progress) |
+//! | `sessions` | session `00` node | `SessionRead` (the session's last read of the node) |
 //! | `meta` | `format`, `outbox.head`, `outbox.pruned` | the store's own marks |
 //! | `meta` | `upload.` upload | `UploadMarker` (an upload not yet committed) |
 //!
@@ -191,6 +193,17 @@ pub fn revlog(space: SpaceId, revision: u64) -> Vec<u8> {
 pub fn queued(space: SpaceId, revision: u64, index: u32) -> Vec<u8> {
     let mut key = revlog(space, revision);
     key.extend_from_slice(&index.to_be_bytes());
+    key
+}
+
+/// The key of a session's read of `node`. Session IDs are printable ASCII
+/// (no NUL), so `00` ends the session and one session's records sort
+/// together.
+pub fn session_read(session: &str, node: NodeId) -> Vec<u8> {
+    let mut key = Vec::with_capacity(session.len() + 17);
+    key.extend_from_slice(session.as_bytes());
+    key.push(0);
+    key.extend_from_slice(&node.to_bytes());
     key
 }
 

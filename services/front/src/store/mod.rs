@@ -12,6 +12,7 @@
 //! All methods block; callers on the async runtime use [`Store::blocking`].
 
 mod cache;
+pub mod claims;
 mod commit;
 pub mod content;
 pub mod engine;
@@ -487,7 +488,9 @@ impl Store {
         self.transact(|tx| tx.put(Table::Receipts, key, &value))
     }
 
-    /// Drops receipts created before `cutoff_ms`; returns how many.
+    /// Drops receipts created before `cutoff_ms`; returns how many. On a
+    /// shared store, also drops the expired claims and session records
+    /// that other fronts left (see [`claims`]).
     pub fn prune_receipts(&self, cutoff_ms: i64) -> Result<usize> {
         let mut expired = Vec::new();
         for item in self.range(Table::Receipts, KeyRange::from(Vec::new())) {
@@ -496,7 +499,15 @@ impl Store {
                 expired.push(key);
             }
         }
-        self.remove_all(Table::Receipts, expired)
+        let pruned = self.remove_all(Table::Receipts, expired)?;
+        if self.shared() {
+            let now = records::now_ms();
+            let (claims, sessions) = (self.prune_claims(now)?, self.prune_session_reads(now)?);
+            if claims + sessions > 0 {
+                tracing::info!(claims, sessions, "pruned expired idempotency claims and session reads");
+            }
+        }
+        Ok(pruned)
     }
 
     /// The bytes with this hash, not hashed again (for workers, which may

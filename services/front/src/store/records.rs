@@ -219,6 +219,29 @@ pub struct Receipt {
     pub created_ms: i64,
 }
 
+/// An idempotency scope claimed by a call in progress on some front (on an
+/// engine that several fronts share).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimRecord {
+    /// The front whose call holds the claim (random per front process).
+    pub owner: [u8; 16],
+    /// Milliseconds since the epoch after which the claim is void: its owner
+    /// renews it while the call runs, so only a dead front's claim expires.
+    pub deadline_ms: i64,
+}
+
+/// Which version of a file an agent session last read (on an engine that
+/// several fronts share).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRead {
+    pub version: u64,
+    /// When the session read it, in milliseconds since the epoch.
+    pub read_ms: i64,
+    /// When the record expires for the front that wrote it (its idle
+    /// limit after `read_ms`), so that pruning needs no configuration.
+    pub expires_ms: i64,
+}
+
 /// What an index job asks the search index to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum IndexOp {

@@ -686,4 +686,66 @@ on_both_engines! {
         assert_eq!(store.outbox_bounds().unwrap(), None);
         assert_eq!(store.outbox_head().unwrap(), head, "the highest sequence handed out does not go back");
     }
+
+    fn a_claim_holds_until_its_deadline_then_is_taken_over(engine: Engine) {
+        use crate::store::claims::Claimed;
+        let home = Home::new(engine);
+        let store = home.open();
+        let (scope, a, b) = ([7; 32], [1; 16], [2; 16]);
+        assert_eq!(store.claim(&scope, a, 1_000, 31_000).unwrap(), Claimed::Taken);
+        assert_eq!(store.claim(&scope, b, 31_000, 61_000).unwrap(), Claimed::Busy, "live through its deadline");
+        assert_eq!(store.claim(&scope, a, 2_000, 32_000).unwrap(), Claimed::Busy, "for its owner too");
+
+        // Its front died: once the deadline passed, another front takes it.
+        assert_eq!(store.claim(&scope, b, 31_001, 61_001).unwrap(), Claimed::Taken);
+        assert!(!store.renew_claim(&scope, a, 90_000).unwrap(), "the old owner lost it");
+        store.release_claim(&scope, a, false).unwrap();
+        assert_eq!(store.claim(&scope, a, 40_000, 70_000).unwrap(), Claimed::Busy, "the old owner cannot release it");
+        assert!(store.renew_claim(&scope, b, 100_000).unwrap());
+        assert_eq!(store.claim(&scope, a, 90_000, 120_000).unwrap(), Claimed::Busy, "renewed past its first deadline");
+
+        // Expired claims nobody retried are pruned; live ones stay.
+        let abandoned = [8; 32];
+        assert_eq!(store.claim(&abandoned, a, 0, 10).unwrap(), Claimed::Taken);
+        assert_eq!(store.prune_claims(50_000).unwrap(), 1);
+        assert_eq!(store.claim(&abandoned, b, 50_000, 80_000).unwrap(), Claimed::Taken, "pruned");
+        assert_eq!(store.claim(&scope, a, 50_000, 80_000).unwrap(), Claimed::Busy, "kept");
+
+        // Released, the scope is free; once its receipt exists, nothing is claimed.
+        store.release_claim(&scope, b, true).unwrap();
+        assert_eq!(store.claim(&scope, a, 50_000, 80_000).unwrap(), Claimed::Taken);
+        store.release_claim(&scope, a, false).unwrap();
+        let receipt = Receipt { fingerprint: [3; 32], response: vec![4], created_ms: 50_000 };
+        store.put_receipt(&scope, &receipt).unwrap();
+        assert_eq!(store.claim(&scope, b, 60_000, 90_000).unwrap(), Claimed::Done(receipt));
+        assert_eq!(store.claim(&scope, a, 60_000, 90_000).unwrap(), Claimed::Done(store.receipt(&scope).unwrap().unwrap()));
+    }
+
+    fn session_reads_expire_after_the_idle_time(engine: Engine) {
+        use crate::sessions::Sessions;
+        let home = Home::new(engine);
+        let store = home.open();
+        let idle = std::time::Duration::from_millis(400);
+        let sessions = Sessions::new(100, idle);
+        let (read, fresh) = (NodeId::generate(), NodeId::generate());
+        sessions.saw(&store, "s", read, 3).unwrap();
+        assert_eq!(sessions.seen(&store, "s", read).unwrap(), Some(3));
+        assert_eq!(sessions.seen(&store, "t", read).unwrap(), None, "another session read nothing");
+        if store.shared() {
+            // Every front on the database sees the read.
+            let other_front = home.open();
+            assert_eq!(Sessions::new(100, idle).seen(&other_front, "s", read).unwrap(), Some(3));
+        }
+        std::thread::sleep(idle + std::time::Duration::from_millis(100));
+        sessions.saw(&store, "s", fresh, 1).unwrap();
+        assert_eq!(sessions.seen(&store, "s", read).unwrap(), None, "expired");
+        assert_eq!(sessions.seen(&store, "s", fresh).unwrap(), Some(1));
+        if store.shared() {
+            // Expired records are pruned with the receipts; fresh ones stay.
+            assert!(store.session_read("s", read).unwrap().is_some());
+            store.prune_receipts(0).unwrap();
+            assert_eq!(store.session_read("s", read).unwrap(), None);
+            assert_eq!(store.session_read("s", fresh).unwrap().map(|r| r.version), Some(1));
+        }
+    }
 }

@@ -38,10 +38,16 @@ pub enum Table {
     Outbox = 10,
     /// Index jobs of commits not yet given a sequence, by space and revision.
     Queue = 11,
+    /// Idempotency scopes claimed by a call in progress on some front (used
+    /// only by an engine that several fronts share).
+    Claims = 12,
+    /// Read-before-edit records of agent sessions (used only by an engine
+    /// that several fronts share).
+    Sessions = 13,
 }
 
 impl Table {
-    pub const ALL: [Table; 12] = [
+    pub const ALL: [Table; 14] = [
         Table::Meta,
         Table::Spaces,
         Table::Current,
@@ -54,6 +60,8 @@ impl Table {
         Table::Receipts,
         Table::Outbox,
         Table::Queue,
+        Table::Claims,
+        Table::Sessions,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,6 +78,8 @@ impl Table {
             Table::Receipts => "receipts",
             Table::Outbox => "outbox",
             Table::Queue => "queue",
+            Table::Claims => "claims",
+            Table::Sessions => "sessions",
         }
     }
 }
@@ -183,6 +193,11 @@ pub trait Engine: Send + Sync + fmt::Debug {
     /// How the engine is doing now; may block for up to the engine's
     /// connect timeout to find out.
     fn health(&self) -> Health;
+
+    /// Whether several fronts may use this storage at once (a database):
+    /// then state that calls share across fronts, such as idempotency
+    /// claims and session reads, must live in it rather than in memory.
+    fn shared(&self) -> bool;
 }
 
 /// The reads and writes of one transaction.

@@ -405,6 +405,11 @@ impl Engine for Postgres {
             Err(detail) => Health::Unavailable(detail),
         }
     }
+
+    /// Any number of fronts may connect to one database.
+    fn shared(&self) -> bool {
+        true
+    }
 }
 
 /// Why one run of a transaction ended without committing.

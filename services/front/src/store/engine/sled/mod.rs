@@ -253,6 +253,11 @@ impl Engine for SledEngine {
             None => Health::Serving,
         }
     }
+
+    /// One process holds the directory's lock: one front.
+    fn shared(&self) -> bool {
+        false
+    }
 }
 
 /// One run of a sled transaction.

@@ -98,7 +98,7 @@ impl Claim<'_> {
         std::thread::scope(|threads| {
             std::thread::Builder::new()
                 .name("claim-renewal".into())
-                .spawn_scoped(threads, move || lease.renew_until(&self.scope, &stopped))
+                .spawn_scoped(threads, move || lease.renew_until(&self.scope, &stopped, CLAIM_RENEWAL))
                 .map_err(|e| Error::internal(format!("cannot start renewing an idempotency claim: {e}")))?;
             let outcome = op(Some(self));
             drop(done);
@@ -108,10 +108,10 @@ impl Claim<'_> {
 }
 
 impl Lease<'_> {
-    /// Moves the claim's deadline forward every [`CLAIM_RENEWAL`] until
-    /// `stopped` disconnects (the call returned).
-    fn renew_until(&self, scope: &[u8; 32], stopped: &mpsc::Receiver<()>) {
-        while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(CLAIM_RENEWAL) {
+    /// Moves the claim's deadline forward every `every` until `stopped`
+    /// disconnects (the call returned).
+    fn renew_until(&self, scope: &[u8; 32], stopped: &mpsc::Receiver<()>, every: Duration) {
+        while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
             let deadline = now_ms().saturating_add(millis(CLAIM_LEASE));
             match self.store.renew_claim(scope, self.owner, deadline) {
                 Ok(true) => self.deadline_ms.store(deadline, Ordering::Release),
@@ -218,4 +218,61 @@ fn in_progress() -> Error {
 
 fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{PostgresOptions, StoreLimits};
+
+    #[test]
+    fn a_shared_claim_is_renewed_while_its_call_runs_and_never_released_for_another_front() {
+        let options = PostgresOptions {
+            url: agentvfs_testdb::Cluster::shared().create_database(),
+            pool_size: 4,
+            connect_timeout: Duration::from_secs(10),
+            statement_timeout: Duration::from_secs(30),
+        };
+        let store = Store::connect(&options, StoreLimits::default()).unwrap();
+        let (scope, owner, other) = ([9; 32], [1; 16], [2; 16]);
+        let start = now_ms();
+        assert_eq!(store.claim(&scope, owner, start, start + 1_000).unwrap(), Claimed::Taken);
+        let lease =
+            Lease { store: &store, owner, deadline_ms: AtomicI64::new(start + 1_000), lost: AtomicBool::new(false) };
+        let renew_for = |every: Duration, time: Duration| {
+            let (done, stopped) = mpsc::channel::<()>();
+            std::thread::scope(|threads| {
+                let (lease, scope) = (&lease, &scope);
+                threads.spawn(move || lease.renew_until(scope, &stopped, every));
+                std::thread::sleep(time);
+                drop(done);
+            });
+        };
+        renew_for(Duration::from_millis(50), Duration::from_millis(300));
+        let renewed = lease.deadline_ms.load(Ordering::Acquire);
+        assert!(renewed >= start + millis(CLAIM_LEASE), "renewed a lease ahead: {renewed}");
+        assert_eq!(
+            store.claim(&scope, other, start + 2_000, start + 3_000).unwrap(),
+            Claimed::Busy,
+            "past the first deadline"
+        );
+
+        // Taken over once the lease lapsed (its front stalled): the renewal
+        // notices, and the release leaves the new owner's claim alone.
+        assert_eq!(store.claim(&scope, other, renewed + 1, renewed + 60_000).unwrap(), Claimed::Taken);
+        renew_for(Duration::from_millis(10), Duration::from_millis(200));
+        assert!(lease.lost.load(Ordering::Acquire));
+        lease.release(&scope);
+        assert_eq!(store.claim(&scope, owner, renewed + 2, renewed + 3).unwrap(), Claimed::Busy);
+
+        // Released by its owner, the scope is free at once.
+        Lease {
+            store: &store,
+            owner: other,
+            deadline_ms: AtomicI64::new(renewed + 60_000),
+            lost: AtomicBool::new(false),
+        }
+        .release(&scope);
+        assert_eq!(store.claim(&scope, owner, renewed + 2, renewed + 3).unwrap(), Claimed::Taken);
+    }
 }

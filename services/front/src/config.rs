@@ -23,9 +23,18 @@ pub enum LogFormat {
 
 /// Every setting, each optional so that the sources can be layered.
 #[derive(Debug, Clone, Default, Parser, Deserialize)]
-#[command(name = "agentvfs-front", version, about = "The agentvfs front: the gRPC file system for AI agents.")]
+#[command(
+    name = "agentvfs-front",
+    version,
+    about = "The agentvfs front: the gRPC file system for AI agents.",
+    disable_help_subcommand = true
+)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Options {
+    /// Something to do other than serving; with none, the front serves.
+    #[command(subcommand)]
+    #[serde(skip)]
+    pub command: Option<Command>,
     /// TOML file with any of these settings (flags and environment win).
     #[arg(long, env = "AGENTVFS_CONFIG")]
     #[serde(skip)]
@@ -149,6 +158,21 @@ pub struct Options {
     pub print_config: bool,
 }
 
+/// What `agentvfs-front COMMAND` does instead of serving.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Copy a stopped embedded store (--data-dir) into an empty database,
+    /// then verify the copy by reading every version back.
+    ///
+    /// Every table is copied byte for byte, in batches of a few hundred
+    /// rows per transaction; then the database is opened as a store and
+    /// every version of every space is read back and hashed again. Refuses
+    /// a database that holds anything, and a store that is running, missing
+    /// or damaged. A copy that stops half way leaves a database that fronts
+    /// refuse: drop and recreate it, then run migrate again.
+    Migrate(crate::migrate::MigrateOptions),
+}
+
 /// The validated configuration the server runs with.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -197,6 +221,7 @@ impl Options {
         let file: Options = toml::from_str(&text)
             .map_err(|e| ConfigError(format!("config file {} is not valid: {e}", path.display())))?;
         Ok(Options {
+            command: self.command,
             config: self.config,
             listen: self.listen.or(file.listen),
             data_dir: self.data_dir.or(file.data_dir),
@@ -249,12 +274,7 @@ impl Options {
                 return Err(ConfigError("give --database-url or --database-url-file, not both".to_owned()));
             }
             (Some(url), None) => Some(url),
-            (None, Some(path)) => Some(
-                std::fs::read_to_string(path)
-                    .map_err(|e| ConfigError(format!("cannot read the database URL from {}: {e}", path.display())))?
-                    .trim()
-                    .to_owned(),
-            ),
+            (None, Some(path)) => Some(read_database_url(path)?),
             (None, None) => None,
         };
         let database = database_url.map(|url| PostgresOptions {
@@ -310,6 +330,13 @@ impl Options {
         config.validate()?;
         Ok(config)
     }
+}
+
+/// The database URL in the file at `path` (surrounding blanks dropped).
+pub fn read_database_url(path: &std::path::Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map(|url| url.trim().to_owned())
+        .map_err(|e| ConfigError(format!("cannot read the database URL from {}: {e}", path.display())))
 }
 
 impl Config {

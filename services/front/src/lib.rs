@@ -43,6 +43,7 @@ pub mod grpc;
 pub mod ids;
 pub mod indexer;
 pub mod metrics;
+pub mod migrate;
 pub mod page_token;
 pub mod path;
 #[doc(hidden)]

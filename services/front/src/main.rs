@@ -1,12 +1,13 @@
 //! `agentvfs-front`: parses and validates configuration, opens the store,
 //! binds, prints `listening on <ADDR>` and serves until SIGTERM or Ctrl-C.
+//! `agentvfs-front migrate` moves an embedded store into a database instead.
 
 use std::process::ExitCode;
 
 use agentvfs_front::auth::Authenticator;
-use agentvfs_front::config::{LogFormat, Options};
-use agentvfs_front::server;
+use agentvfs_front::config::{Command, LogFormat, Options};
 use agentvfs_front::store::Store;
+use agentvfs_front::{migrate, server};
 use clap::Parser as _;
 
 /// jemalloc returns freed memory to the system; with glibc's allocator (an
@@ -17,11 +18,20 @@ use clap::Parser as _;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    let config = match Options::parse().with_file().and_then(Options::resolve) {
+    let options = Options::parse();
+    if let Some(Command::Migrate(migration)) = &options.command {
+        agentvfs_process::init_logging(false);
+        return match migrate::run(migration) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => fail(1, &error),
+        };
+    }
+    let print_config = options.print_config;
+    let config = match options.with_file().and_then(Options::resolve) {
         Ok(config) => config,
         Err(error) => return fail(2, &error),
     };
-    if Options::parse().print_config {
+    if print_config {
         print!("{}", config.describe());
         return ExitCode::SUCCESS;
     }

@@ -538,6 +538,14 @@ struct PgTx<'a> {
     failure: Option<Attempt>,
 }
 
+/// Begins the transaction with `begin`, unless it has begun.
+async fn begin_if(client: &Object, begin: Option<&str>) -> std::result::Result<(), tokio_postgres::Error> {
+    match begin {
+        Some(begin) => client.batch_execute(begin).await,
+        None => Ok(()),
+    }
+}
+
 /// Runs `statement`, when there is one, with `params`.
 async fn execute_if(
     client: &Object,
@@ -595,14 +603,8 @@ impl PgTx<'_> {
         let delete_params: [&(dyn ToSql + Sync); 2] = [&delete_t, &delete_k];
         let insert_params: [&(dyn ToSql + Sync); 3] = [&insert.0, &insert.1, &insert.2];
         let upsert_params: [&(dyn ToSql + Sync); 3] = [&upsert.0, &upsert.1, &upsert.2];
-        let begin = async {
-            match self.begin {
-                Some(begin) => client.batch_execute(begin).await,
-                None => Ok(()),
-            }
-        };
         let results = tokio::join!(
-            begin,
+            begin_if(client, self.begin),
             execute_if(client, delete, &delete_params),
             execute_if(client, insert_new, &insert_params),
             execute_if(client, upsert_any, &upsert_params),
@@ -637,12 +639,7 @@ impl Tx for PgTx<'_> {
             let sql = "SELECT v FROM kv WHERE t = $1 AND k = $2 FOR UPDATE";
             let statement = client.prepare_cached(sql).await.map_err(failure)?;
             let started = Instant::now();
-            let begun = async {
-                match begin {
-                    Some(begin) => client.batch_execute(begin).await,
-                    None => Ok(()),
-                }
-            };
+            let begun = begin_if(client, begin);
             let t = table as i16;
             let params: [&(dyn ToSql + Sync); 2] = [&t, &key];
             let (begun, row) = tokio::join!(begun, client.query_opt(&statement, &params));
@@ -669,12 +666,7 @@ impl Tx for PgTx<'_> {
                 "SELECT t, k, v FROM kv WHERE (t, k) IN (SELECT * FROM unnest($1::int2[], $2::bytea[])) FOR UPDATE";
             let statement = client.prepare_cached(sql).await.map_err(failure)?;
             let started = Instant::now();
-            let begun = async {
-                match begin {
-                    Some(begin) => client.batch_execute(begin).await,
-                    None => Ok(()),
-                }
-            };
+            let begun = begin_if(client, begin);
             let params: [&(dyn ToSql + Sync); 2] = [&tables, &keyed];
             let (begun, rows) = tokio::join!(begun, client.query(&statement, &params));
             statement_took("lock", started);

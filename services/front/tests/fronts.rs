@@ -102,6 +102,33 @@ async fn watch_on_one_front_streams_the_commits_of_another_in_order() {
     assert_eq!(seen, written, "every commit, in revision order");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_resumes_on_a_front_started_again_after_it_was_killed() {
+    let (a, mut b) = two_fronts().await;
+    a.space("w").await;
+    let watch = |from_revision| pb::WatchRequest { space: "w".into(), path: "/".into(), from_revision };
+    let mut fs = a.fs().await;
+    let first = fs.write(write_text("w", "/before.txt", "x")).await.unwrap().into_inner().revision;
+    let mut events = b.fs().await.watch(watch(first)).await.unwrap().into_inner();
+    let event = tokio::time::timeout(Duration::from_secs(5), events.message()).await.unwrap().unwrap().unwrap();
+    assert_eq!((event.revision, event.path.as_str()), (first, "/before.txt"));
+    // B dies; A goes on; a client resumes on B, started again, from the next revision.
+    b.crash_and_restart().await;
+    let mut written = Vec::new();
+    for n in 0..5 {
+        let response = fs.write(write_text("w", &format!("/after{n}.txt"), "x")).await.unwrap().into_inner();
+        written.push((response.revision, format!("/after{n}.txt")));
+    }
+    let mut events = b.fs().await.watch(watch(first + 1)).await.unwrap().into_inner();
+    let mut seen = Vec::new();
+    while seen.len() < written.len() {
+        let event = tokio::time::timeout(Duration::from_secs(5), events.message()).await;
+        let event = event.expect("an event within 5 s").unwrap().expect("the stream goes on");
+        seen.push((event.revision, event.path));
+    }
+    assert_eq!(seen, written, "nothing missed, nothing repeated, in order");
+}
+
 /// Search through `fs` until `query` finds `expected` hits (bounded wait).
 async fn searched(
     fs: &mut agentvfs_proto::v1::file_system_client::FileSystemClient<tonic::transport::Channel>,

@@ -292,15 +292,20 @@ pub struct InFlight {
     scopes: Mutex<HashSet<[u8; 32]>>,
     /// Names this front process as the owner of its claims in the store.
     front: [u8; 16],
-}
-
-impl Default for InFlight {
-    fn default() -> Self {
-        Self { scopes: Mutex::default(), front: ulid::Ulid::generate().to_bytes() }
-    }
+    /// How long a claim in the store lasts unless renewed.
+    claim_lease: std::time::Duration,
 }
 
 impl InFlight {
+    /// Claims that last `claim_lease` in a shared store unless renewed.
+    pub fn new(claim_lease: std::time::Duration) -> Self {
+        Self { scopes: Mutex::default(), front: ulid::Ulid::generate().to_bytes(), claim_lease }
+    }
+
+    pub fn claim_lease(&self) -> std::time::Duration {
+        self.claim_lease
+    }
+
     /// The claimed scopes.
     pub fn lock(&self) -> MutexGuard<'_, HashSet<[u8; 32]>> {
         self.scopes.lock().unwrap_or_else(PoisonError::into_inner)

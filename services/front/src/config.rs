@@ -62,11 +62,11 @@ pub struct Options {
     /// Seconds a database statement may run before it is cancelled.
     #[arg(long, env = "AGENTVFS_DATABASE_STATEMENT_TIMEOUT_SECONDS")]
     pub database_statement_timeout_seconds: Option<u64>,
-    /// Seconds the background lease lasts unless renewed: with several
-    /// fronts on one database, how soon another front takes background work
-    /// (index delivery, pruning) over when its holder dies.
-    #[arg(long, env = "AGENTVFS_BACKGROUND_LEASE_SECONDS")]
-    pub background_lease_seconds: Option<u64>,
+    /// Seconds a front's leases last unless renewed: with several fronts on
+    /// one database, how soon another front takes over the background work
+    /// (index delivery, pruning) and the idempotency keys of one that died.
+    #[arg(long, env = "AGENTVFS_LEASE_SECONDS")]
+    pub lease_seconds: Option<u64>,
     /// Workers, comma-separated: `IP:PORT`, or `HOST:PORT` for every
     /// address the name resolves to (a headless Service: every ready pod).
     #[arg(long, env = "AGENTVFS_WORKER", value_delimiter = ',')]
@@ -180,8 +180,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The database to keep the store in, instead of `data_dir`.
     pub database: Option<PostgresOptions>,
-    /// How long the background lease lasts unless renewed.
-    pub background_lease: Duration,
+    /// How long a front's leases last unless renewed.
+    pub lease: Duration,
     pub workers: Vec<Target>,
     pub worker_refresh: Duration,
     pub dev: bool,
@@ -234,7 +234,7 @@ impl Options {
             database_statement_timeout_seconds: self
                 .database_statement_timeout_seconds
                 .or(file.database_statement_timeout_seconds),
-            background_lease_seconds: self.background_lease_seconds.or(file.background_lease_seconds),
+            lease_seconds: self.lease_seconds.or(file.lease_seconds),
             worker: self.worker.or(file.worker),
             worker_refresh_seconds: self.worker_refresh_seconds.or(file.worker_refresh_seconds),
             dev: self.dev.or(file.dev),
@@ -287,7 +287,7 @@ impl Options {
             listen: self.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
             data_dir: self.data_dir.unwrap_or_else(|| PathBuf::from("./data")),
             database,
-            background_lease: Duration::from_secs(self.background_lease_seconds.unwrap_or(5)),
+            lease: Duration::from_secs(self.lease_seconds.unwrap_or(5)),
             workers: self
                 .worker
                 .unwrap_or_default()
@@ -350,8 +350,8 @@ impl Config {
         if !self.dev && self.tokens.is_none() {
             return Err(ConfigError("either --tokens FILE or --dev is required".to_owned()));
         }
-        if self.background_lease.is_zero() {
-            return Err(ConfigError("--background-lease-seconds must be positive".to_owned()));
+        if self.lease.is_zero() {
+            return Err(ConfigError("--lease-seconds must be positive".to_owned()));
         }
         if let Some(database) = &self.database {
             if !(database.url.starts_with("postgres://") || database.url.starts_with("postgresql://")) {
@@ -413,12 +413,12 @@ impl Config {
                 || format!("data-dir = \"{}\"\n", self.data_dir.display()),
                 |database| format!(
                     "database-url = \"{}\"\ndatabase-pool = {}\ndatabase-connect-timeout-seconds = {}\n\
-                 database-statement-timeout-seconds = {}\nbackground-lease-seconds = {}\n",
+                 database-statement-timeout-seconds = {}\nlease-seconds = {}\n",
                     masked_url(&database.url),
                     database.pool_size,
                     database.connect_timeout.as_secs(),
                     database.statement_timeout.as_secs(),
-                    self.background_lease.as_secs(),
+                    self.lease.as_secs(),
                 )
             ),
             self.workers.iter().map(ToString::to_string).collect::<Vec<_>>(),

@@ -70,7 +70,7 @@ pub async fn serve(
     let shared = config.database.is_some();
     let (role, roles) = watch::channel(if shared { Role::Follower } else { Role::Leader(None) });
     if shared {
-        background.spawn(hold_lease(store.clone(), front_id, config.background_lease, role));
+        background.spawn(hold_lease(store.clone(), front_id, config.lease, role));
         background.spawn(follow_other_fronts(store.clone(), front_id));
     }
     let index_progress = Arc::new(crate::indexer::Progress::default());
@@ -90,7 +90,7 @@ pub async fn serve(
         sessions,
         workers: workers.clone(),
         grep: Arc::new(Grep::new(store.clone(), workers.clone(), grep_budget)),
-        in_flight: Default::default(),
+        in_flight: crate::app::InFlight::new(config.lease),
         admission: crate::admission::Admission::new(config.max_in_flight, config.rate_limit),
         index_progress: index_progress.clone(),
     });

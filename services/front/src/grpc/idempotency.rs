@@ -20,9 +20,9 @@
 //! `--request-timeout-seconds` the client has its answer, but the change
 //! still runs to its end and may then commit. No fixed deadline bounds
 //! that (a commit may wait on locks and be re-planned many times), so the
-//! claim is a lease: [`CLAIM_LEASE`] ahead, moved forward every
-//! [`CLAIM_RENEWAL`] by a thread that lives exactly as long as the change.
-//! A claim left by a front that died expires within [`CLAIM_LEASE`], and a
+//! claim is a lease, the front's `--lease-seconds` ahead, moved forward
+//! every third of that by a thread that lives exactly as long as the change.
+//! A claim left by a front that died expires within that lease, and a
 //! retry then takes it over (finding the receipt if the change committed).
 //! The lease assumes the fronts' clocks agree to within a few seconds.
 
@@ -42,15 +42,12 @@ use crate::store::{Receipt, ReceiptPlan, Store};
 
 /// Longest accepted idempotency key.
 const MAX_KEY_BYTES: usize = 256;
-/// How far ahead a claim in a shared store is valid, from its last renewal.
-const CLAIM_LEASE: Duration = Duration::from_secs(30);
-/// How often the owner of a claim renews it while its call runs: a third of
-/// the lease, so that two renewals in a row may fail before it lapses.
-const CLAIM_RENEWAL: Duration = Duration::from_secs(10);
-/// Lease left at release under which the claim is checked to be still this
-/// front's before it is deleted (above it, no other front can have taken it
-/// over, even with its clock this far ahead).
-const RELEASE_MARGIN: Duration = Duration::from_secs(10);
+// A claim in a shared store is valid for the front's lease (`--lease-seconds`)
+// from its last renewal. Its owner renews it every third of that while its
+// call runs, so that two renewals in a row may fail before it lapses; and at
+// release, with less than a third left, checks it is still its own before
+// deleting it (above that, no other front can have taken it over, even with
+// its clock that far ahead).
 
 /// A claimed scope, released on drop.
 #[derive(Debug)]
@@ -71,6 +68,8 @@ struct Lease<'a> {
     deadline_ms: AtomicI64,
     /// Set when a renewal found the claim taken over.
     lost: AtomicBool,
+    /// How far ahead each renewal moves the deadline.
+    length: Duration,
 }
 
 impl Drop for Claim<'_> {
@@ -98,7 +97,7 @@ impl Claim<'_> {
         std::thread::scope(|threads| {
             std::thread::Builder::new()
                 .name("claim-renewal".into())
-                .spawn_scoped(threads, move || lease.renew_until(&self.scope, &stopped, CLAIM_RENEWAL))
+                .spawn_scoped(threads, move || lease.renew_until(&self.scope, &stopped, lease.length / 3))
                 .map_err(|e| Error::internal(format!("cannot start renewing an idempotency claim: {e}")))?;
             let outcome = op(Some(self));
             drop(done);
@@ -112,7 +111,7 @@ impl Lease<'_> {
     /// disconnects (the call returned).
     fn renew_until(&self, scope: &[u8; 32], stopped: &mpsc::Receiver<()>, every: Duration) {
         while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
-            let deadline = now_ms().saturating_add(millis(CLAIM_LEASE));
+            let deadline = now_ms().saturating_add(millis(self.length));
             match self.store.renew_claim(scope, self.owner, deadline) {
                 Ok(true) => self.deadline_ms.store(deadline, Ordering::Release),
                 Ok(false) => {
@@ -130,7 +129,7 @@ impl Lease<'_> {
     /// round trip), otherwise only if it is still this front's.
     fn release(&self, scope: &[u8; 32]) {
         let left = self.deadline_ms.load(Ordering::Acquire).saturating_sub(now_ms());
-        let unchecked = !self.lost.load(Ordering::Acquire) && left > millis(RELEASE_MARGIN);
+        let unchecked = !self.lost.load(Ordering::Acquire) && left > millis(self.length / 3);
         if let Err(error) = self.store.release_claim(scope, self.owner, unchecked) {
             tracing::warn!(%error, "releasing an idempotency claim failed; it lapses at its deadline");
         }
@@ -177,13 +176,14 @@ pub fn run<R: Message + Default>(
     let mut claim = Claim { in_flight: &front.in_flight, scope, fingerprint, lease: None };
     let receipt = if front.store.shared() {
         let (owner, now) = (front.in_flight.front(), now_ms());
-        let deadline = now.saturating_add(millis(CLAIM_LEASE));
+        let deadline = now.saturating_add(millis(front.in_flight.claim_lease()));
         match front.store.claim(&scope, owner, now, deadline)? {
             Claimed::Busy => return Err(in_progress()),
             Claimed::Done(receipt) => Some(receipt),
             Claimed::Taken => {
                 let (deadline_ms, lost) = (AtomicI64::new(deadline), AtomicBool::new(false));
-                claim.lease = Some(Lease { store: &front.store, owner, deadline_ms, lost });
+                let length = front.in_flight.claim_lease();
+                claim.lease = Some(Lease { store: &front.store, owner, deadline_ms, lost, length });
                 None
             }
         }
@@ -237,8 +237,13 @@ mod tests {
         let (scope, owner, other) = ([9; 32], [1; 16], [2; 16]);
         let start = now_ms();
         assert_eq!(store.claim(&scope, owner, start, start + 1_000).unwrap(), Claimed::Taken);
-        let lease =
-            Lease { store: &store, owner, deadline_ms: AtomicI64::new(start + 1_000), lost: AtomicBool::new(false) };
+        let lease = Lease {
+            store: &store,
+            owner,
+            deadline_ms: AtomicI64::new(start + 1_000),
+            lost: AtomicBool::new(false),
+            length: Duration::from_secs(30),
+        };
         let renew_for = |every: Duration, time: Duration| {
             let (done, stopped) = mpsc::channel::<()>();
             std::thread::scope(|threads| {
@@ -250,7 +255,7 @@ mod tests {
         };
         renew_for(Duration::from_millis(50), Duration::from_millis(300));
         let renewed = lease.deadline_ms.load(Ordering::Acquire);
-        assert!(renewed >= start + millis(CLAIM_LEASE), "renewed a lease ahead: {renewed}");
+        assert!(renewed >= start + millis(lease.length), "renewed a lease ahead: {renewed}");
         assert_eq!(
             store.claim(&scope, other, start + 2_000, start + 3_000).unwrap(),
             Claimed::Busy,
@@ -271,6 +276,7 @@ mod tests {
             owner: other,
             deadline_ms: AtomicI64::new(renewed + 60_000),
             lost: AtomicBool::new(false),
+            length: Duration::from_secs(30),
         }
         .release(&scope);
         assert_eq!(store.claim(&scope, owner, renewed + 2, renewed + 3).unwrap(), Claimed::Taken);

@@ -196,6 +196,15 @@ pub fn queued(space: SpaceId, revision: u64, index: u32) -> Vec<u8> {
     key
 }
 
+/// A queued job of a rebuild of the space's index at `revision`: after
+/// every job of the commit that made `revision` (a longer key with their
+/// prefix), before any job of the next.
+pub fn queued_reindex(space: SpaceId, revision: u64, index: u64) -> Vec<u8> {
+    let mut key = queued(space, revision, u32::MAX);
+    key.extend_from_slice(&index.to_be_bytes());
+    key
+}
+
 /// The key of a session's read of `node`. Session IDs are printable ASCII
 /// (no NUL), so `00` ends the session and one session's records sort
 /// together.

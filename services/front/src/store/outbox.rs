@@ -12,6 +12,8 @@
 //! behind one that delivery has passed. Reading the outbox publishes first.
 
 use super::Store;
+use prost::bytes::Bytes;
+
 use super::engine::{KeyRange, Table};
 use super::keys::{self, parse_sequence};
 use super::records::{Entry, IndexJob, IndexOp, SpaceRecord, decode, encode, now_ms};
@@ -28,7 +30,7 @@ const PUBLISH_BATCH: usize = 1024;
 impl Store {
     /// Up to `limit` jobs after sequence `after`, in order.
     pub fn outbox_after(&self, after: u64, limit: usize) -> Result<Vec<(u64, IndexJob)>> {
-        self.publish(Vec::new())?;
+        self.publish()?;
         let mut out = Vec::new();
         for item in self.range(Table::Outbox, KeyRange::from(keys::sequence(after + 1))).take(limit) {
             let (key, value) = item?;
@@ -47,7 +49,7 @@ impl Store {
 
     /// The first and last sequence in the outbox.
     pub fn outbox_bounds(&self) -> Result<Option<(u64, u64)>> {
-        self.publish(Vec::new())?;
+        self.publish()?;
         let all = || KeyRange::from(Vec::new());
         let first = self.engine().scan(Table::Outbox, all(), false).next().transpose()?;
         let last = self.engine().scan(Table::Outbox, all(), true).next().transpose()?;
@@ -60,7 +62,7 @@ impl Store {
     /// The highest sequence ever handed out (0 before the first job), also
     /// after pruning emptied the outbox.
     pub fn outbox_head(&self) -> Result<u64> {
-        self.publish(Vec::new())?;
+        self.publish()?;
         mark(self.get(Table::Meta, HEAD_KEY)?)
     }
 
@@ -92,24 +94,41 @@ impl Store {
 
     /// Queues a rebuild of one space's index: drop it, then every live file.
     /// Returns the jobs queued.
+    ///
+    /// The jobs are queued like a commit's, right behind those of the
+    /// revision they describe, by one transaction that reads the space (on a
+    /// database: locks its row, which every commit of the space writes) and
+    /// then its files: no commit of any front lands in between, and the
+    /// jobs of later commits follow them.
     pub fn enqueue_reindex(&self, space: SpaceId) -> Result<usize> {
-        // Under the space's lock, so no change of the space can slip between
-        // reading its files and queueing them.
         let _guard = self.lock_space(space);
-        let record: SpaceRecord = self.space(space)?.ok_or_else(|| Error::space_not_found(&space.to_string()))?;
-        let mut jobs = vec![IndexJob {
-            space,
-            revision: record.revision,
-            node: None,
-            op: IndexOp::DropSpace,
-            queued_ms: now_ms(),
-        }];
-        jobs.extend(self.live_files(space, record.revision)?);
-        let count = jobs.len();
-        // Published with the space's queued jobs, after them.
-        self.publish(jobs)?;
+        // On sled, which cannot scan inside a transaction, the files are
+        // read before it: the space's lock keeps them as they are.
+        let prefix = space.to_bytes();
+        let scanned: Option<Vec<_>> =
+            if self.shared() { None } else { Some(self.scan_prefix(Table::Current, &prefix).collect::<Result<_>>()?) };
+        let mut queued = 0;
+        self.transact(|tx| {
+            let Some(record) = tx.get(Table::Spaces, &keys::space(space))? else {
+                return Err(Error::space_not_found(&space.to_string()));
+            };
+            let revision = decode::<SpaceRecord>(&record)?.revision;
+            let current = match &scanned {
+                Some(rows) => rows.clone(),
+                None => tx.scan_prefix(Table::Current, &prefix)?,
+            };
+            let current = current.into_iter().map(Ok);
+            let drop = IndexJob { space, revision, node: None, op: IndexOp::DropSpace, queued_ms: now_ms() };
+            let jobs = std::iter::once(Ok(drop)).chain(live_files(space, revision, current));
+            queued = 0;
+            for job in jobs {
+                tx.put(Table::Queue, &keys::queued_reindex(space, revision, queued as u64), &encode(&job?))?;
+                queued += 1;
+            }
+            Ok(())
+        })?;
         self.committed();
-        Ok(count)
+        Ok(queued)
     }
 
     /// Starts the head of a store written before jobs were queued, whose
@@ -126,18 +145,14 @@ impl Store {
         self.transact(|tx| tx.put(Table::Meta, HEAD_KEY, &head.to_be_bytes()))
     }
 
-    /// Moves every queued job into the outbox, then appends `extra`; see the
-    /// module docs.
-    fn publish(&self, extra: Vec<IndexJob>) -> Result<()> {
+    /// Moves every queued job into the outbox; see the module docs.
+    fn publish(&self) -> Result<()> {
         let _one_at_a_time = self.inner.publishing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut extra: Vec<Vec<u8>> = extra.iter().map(encode).collect();
         loop {
             let queued = self.engine().scan_snapshot(Table::Queue, PUBLISH_BATCH)?;
-            let last = queued.len() < PUBLISH_BATCH;
-            if queued.is_empty() && extra.is_empty() {
+            if queued.is_empty() {
                 return Ok(());
             }
-            let appended = if last { std::mem::take(&mut extra) } else { Vec::new() };
             self.transact(|tx| {
                 let mut head = mark(tx.get(Table::Meta, HEAD_KEY)?)?;
                 for (key, job) in &queued {
@@ -148,13 +163,9 @@ impl Store {
                         tx.put(Table::Outbox, &keys::sequence(head), job)?;
                     }
                 }
-                for job in &appended {
-                    head += 1;
-                    tx.put(Table::Outbox, &keys::sequence(head), job)?;
-                }
                 tx.put(Table::Meta, HEAD_KEY, &head.to_be_bytes())
             })?;
-            if last {
+            if queued.len() < PUBLISH_BATCH {
                 return Ok(());
             }
         }
@@ -162,18 +173,8 @@ impl Store {
 
     /// Upserts for every live file of a space, for rebuilding an index.
     pub fn live_files(&self, space: SpaceId, revision: u64) -> Result<Vec<IndexJob>> {
-        let mut jobs = Vec::new();
-        for item in self.scan_prefix(Table::Current, &space.to_bytes()) {
-            let (key, value) = item?;
-            let entry: Entry = decode(&value)?;
-            if entry.is_dir() {
-                continue;
-            }
-            let path = String::from_utf8_lossy(&key[16..]).into_owned();
-            let op = IndexOp::Upsert { path, version: entry.version, hash: entry.hash, is_text: entry.is_text };
-            jobs.push(IndexJob { space, revision, node: Some(entry.node), op, queued_ms: now_ms() });
-        }
-        Ok(jobs)
+        let current = self.scan_prefix(Table::Current, &space.to_bytes());
+        live_files(space, revision, current).collect()
     }
 
     /// Every space that exists, for a rebuild of a whole index.
@@ -185,4 +186,25 @@ impl Store {
 /// A sequence kept in `meta` (0 when never written).
 fn mark(raw: Option<prost::bytes::Bytes>) -> Result<u64> {
     raw.map_or(Ok(0), |raw| parse_sequence(&raw))
+}
+
+/// Upserts for the live files among a space's `current` entries.
+fn live_files(
+    space: SpaceId,
+    revision: u64,
+    current: impl IntoIterator<Item = Result<(Bytes, Bytes)>>,
+) -> impl Iterator<Item = Result<IndexJob>> {
+    current.into_iter().filter_map(move |item| {
+        let job = || {
+            let (key, value) = item?;
+            let entry: Entry = decode(&value)?;
+            if entry.is_dir() {
+                return Ok(None);
+            }
+            let path = String::from_utf8_lossy(&key[16..]).into_owned();
+            let op = IndexOp::Upsert { path, version: entry.version, hash: entry.hash, is_text: entry.is_text };
+            Ok(Some(IndexJob { space, revision, node: Some(entry.node), op, queued_ms: now_ms() }))
+        };
+        job().transpose()
+    })
 }

@@ -385,6 +385,47 @@ fn seals_written_at_once_all_succeed() {
     });
 }
 
+#[test]
+fn a_reindex_keeps_the_spaces_jobs_in_revision_order_while_another_front_commits() {
+    // A worker applies a space's jobs in outbox order: a rebuild queued
+    // behind a newer commit of another front would bring back what that
+    // commit replaced or deleted.
+    let home = Home::new(Engine::Postgres);
+    let (ours, theirs) = (home.open(), home.open());
+    let space =
+        ours.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+    for i in 0..100 {
+        overwrite(&ours, space.id, &format!("/f{i}.txt"), b"first");
+    }
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let reindexed = std::thread::scope(|scope| {
+        let reindexed = scope.spawn(|| {
+            let reindexed: Vec<_> = (0..20).map(|_| ours.enqueue_reindex(space.id)).collect();
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            reindexed
+        });
+        let mut i = 0u64;
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            overwrite(&theirs, space.id, &format!("/f{}.txt", i % 100), format!("edit {i}").as_bytes());
+            i += 1;
+        }
+        reindexed.join().unwrap()
+    });
+    let files = ours.space(space.id).unwrap().unwrap().usage.files as usize;
+    for queued in reindexed {
+        assert_eq!(queued.unwrap(), 1 + files, "the drop and every file");
+    }
+    let revisions: Vec<u64> = ours
+        .outbox_after(0, usize::MAX)
+        .unwrap()
+        .into_iter()
+        .filter(|(_, job)| job.space == space.id)
+        .map(|(_, job)| job.revision)
+        .collect();
+    let backwards = revisions.windows(2).filter(|pair| pair[1] < pair[0]).count();
+    assert_eq!(backwards, 0, "jobs went back in revision; revisions in outbox order: {revisions:?}");
+}
+
 /// The upload a content's chunks belong to (`None`: classic chunk keys) and
 /// how many chunks of it are stored.
 fn content_keys(store: &Store, hash: crate::store::Hash) -> (Option<content::UploadId>, usize) {

@@ -211,6 +211,14 @@ pub trait Tx {
     }
     fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()>;
     fn delete(&mut self, table: Table, key: &[u8]) -> Result<()>;
+
+    /// The rows of `table` under `prefix`, in key order, as committed: the
+    /// transaction's own writes are not among them, so scan before writing.
+    /// A database reads them after every lock the transaction holds, so
+    /// rows those locks guard cannot change under it. sled cannot (an
+    /// error): there, callers scan before the transaction, under the space
+    /// locks of [`super::Store`] that keep the rows still.
+    fn scan_prefix(&mut self, table: Table, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>>;
 }
 
 #[cfg(test)]

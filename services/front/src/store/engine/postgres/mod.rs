@@ -694,6 +694,35 @@ impl Tx for PgTx<'_> {
         Ok(())
     }
 
+    fn scan_prefix(&mut self, table: Table, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+        let range = KeyRange::prefix(prefix);
+        let (client, begin) = (self.client, self.begin.take());
+        let rows = self.engine.wait(async {
+            let t = table as i16;
+            let (sql, params): (_, Vec<&(dyn ToSql + Sync)>) = match &range.end {
+                Some(end) => {
+                    ("SELECT k, v FROM kv WHERE t = $1 AND k >= $2 AND k < $3 ORDER BY k", vec![&t, &range.start, end])
+                }
+                // The prefix is all 0xff bytes: every key from it on has it.
+                None => ("SELECT k, v FROM kv WHERE t = $1 AND k >= $2 ORDER BY k", vec![&t, &range.start]),
+            };
+            let statement = client.prepare_cached(sql).await.map_err(failure)?;
+            let started = Instant::now();
+            let begun = begin_if(client, begin);
+            let (begun, rows) = tokio::join!(begun, client.query(&statement, &params));
+            statement_took("scan", started);
+            begun.map_err(failure)?;
+            rows.map_err(failure)
+        });
+        match rows {
+            Ok(rows) => Ok(rows
+                .into_iter()
+                .map(|row| (Bytes::from(row.get::<_, Vec<u8>>(0)), Bytes::from(row.get::<_, Vec<u8>>(1))))
+                .collect()),
+            Err(attempt) => Err(self.fail(attempt)),
+        }
+    }
+
     fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
         self.writes.insert((table, key.to_vec()), Some(value.to_vec()));
         Ok(())

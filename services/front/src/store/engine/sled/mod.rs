@@ -299,6 +299,12 @@ impl Tx for SledTx<'_> {
             Err(failure) => Err(self.fail(failure)),
         }
     }
+
+    fn scan_prefix(&mut self, _table: Table, _prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+        // A transaction holds sled's trees exclusively: a read of them from
+        // inside one would wait for it forever.
+        Err(Error::internal("sled cannot scan inside a transaction"))
+    }
 }
 
 // sled's errors become the store's here, so that no sled type leaves it.

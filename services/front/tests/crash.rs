@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use agentvfs_front::store::{PostgresOptions, Store, StoreLimits};
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::batch_action::Action;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
@@ -623,6 +624,16 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
         assert_eq!(back.content, made.content, "{}: {}@{}", made.key, made.path, made.version);
     }
     check_index(&stack, &mut fs, &history).await;
+    // The background work moved from front to front as its holders died.
+    let lease_generation = match &database {
+        Some(url) if fronts > 1 => {
+            let url = url.clone();
+            let generation = tokio::task::spawn_blocking(move || lease_generation(&url)).await.unwrap();
+            assert!(generation >= 2, "the background lease never changed hands (generation {generation})");
+            generation
+        }
+        _ => 0,
+    };
     if front_armed >= 2 * front_points.len() && worker_armed >= 2 * WORKER_POINTS.len() {
         for point in front_points.iter().chain(&WORKER_POINTS) {
             // With several fronts, the one armed may not be the one holding
@@ -635,12 +646,26 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
     }
     eprintln!(
         "crash loop ({}): {cycles} cycles (seed {seed}), {} calls, {} versions acknowledged, {} refused as stale, \
-         fault points armed {front_armed}× front {worker_armed}× worker, fired {fired:?}, lost 0",
+         fault points armed {front_armed}× front {worker_armed}× worker, fired {fired:?}, \
+         background lease generation {lease_generation}, lost 0",
         if cluster.is_some() { "database" } else { "sled" },
         history.calls,
         history.made.len(),
         history.failed.len(),
     );
+}
+
+/// The generation of the background lease in the store at `url`: it grows
+/// by one whenever the lease changes hands.
+fn lease_generation(url: &str) -> u64 {
+    let options = PostgresOptions {
+        url: url.to_owned(),
+        pool_size: 1,
+        connect_timeout: Duration::from_secs(10),
+        statement_timeout: Duration::from_secs(30),
+    };
+    let store = Store::connect(&options, StoreLimits::default()).unwrap();
+    store.lease().unwrap().map_or(0, |lease| lease.generation)
 }
 
 /// Space revisions never go back.

@@ -299,7 +299,8 @@ impl Store {
             })
             .sum();
         self.check_room(incoming, released)?;
-        let prepared: Vec<Prepared> = commits.iter().map(|commit| Prepared::new(commit)).collect();
+        let prepared: Vec<Prepared> =
+            commits.iter().map(|commit| Prepared::new(commit, self.gate(commit.space.id))).collect();
         // Large new content goes in first, outside the transaction.
         let mut uploads: HashMap<Hash, (content::UploadId, u32)> = HashMap::new();
         let uploaded = self.upload_new_content(commits, &mut uploads);
@@ -354,6 +355,7 @@ fn write_commit(
     uploads: &HashMap<Hash, (content::UploadId, u32)>,
 ) -> Result<()> {
     let Prepared {
+        gate_key,
         space_key,
         space_value,
         name_key,
@@ -364,8 +366,10 @@ fn write_commit(
         receipt_value,
         index_jobs,
     } = prepared;
-    // Every row the commit reads, locked in one round trip.
-    let mut reads: Vec<(Table, Vec<u8>)> = vec![(Table::Spaces, space_key.clone())];
+    // Every row the commit reads, locked in one round trip; the gate
+    // first, so that a commit that waits there holds no other lock.
+    let gate = gate_key.iter().map(|key| (Table::Meta, key.clone()));
+    let mut reads: Vec<(Table, Vec<u8>)> = gate.chain([(Table::Spaces, space_key.clone())]).collect();
     if commit.creating {
         reads.push((Table::Spaces, name_key.clone()));
     }
@@ -454,6 +458,8 @@ type PreparedEntry = (Vec<u8>, Vec<u8>, Option<Vec<u8>>, Vec<u8>);
 /// A commit's keys and encoded values, computed before the transaction so
 /// that its closure (which the engine may re-run) only writes.
 struct Prepared {
+    /// The space's gate, unless this front holds it (see `Store::replanning`).
+    gate_key: Option<Vec<u8>>,
     space_key: Vec<u8>,
     space_value: Vec<u8>,
     name_key: Vec<u8>,
@@ -466,8 +472,9 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn new(commit: &Commit) -> Self {
+    fn new(commit: &Commit, gate_key: Option<Vec<u8>>) -> Self {
         Self {
+            gate_key,
             space_key: keys::space(commit.space.id),
             space_value: encode(&commit.space),
             name_key: keys::space_name(&commit.space.name),

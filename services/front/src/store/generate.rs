@@ -42,7 +42,7 @@ impl Store {
         receipt: Option<ReceiptPlan<Generated>>,
     ) -> Result<Generated> {
         let _guard = self.lock_space(space);
-        self.replanning(|| self.register_functions_once(space, &functions, principal, receipt.as_ref()))
+        self.replanning(&[space], || self.register_functions_once(space, &functions, principal, receipt.as_ref()))
     }
 
     fn register_functions_once(
@@ -81,7 +81,7 @@ impl Store {
         receipt: Option<ReceiptPlan<Generated>>,
     ) -> Result<Generated> {
         let _guard = self.lock_space(space);
-        self.replanning(|| self.restore_default_once(space, path, principal, receipt.as_ref()))
+        self.replanning(&[space], || self.restore_default_once(space, path, principal, receipt.as_ref()))
     }
 
     fn restore_default_once(

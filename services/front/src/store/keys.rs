@@ -37,6 +37,14 @@ pub fn space(id: SpaceId) -> Vec<u8> {
     tagged(b's', &id.to_bytes())
 }
 
+/// The row, in `meta`, that a front holds while it plans a change of the
+/// space again (see `Store::replanning`); commits of other fronts wait at it.
+pub fn gate(id: SpaceId) -> Vec<u8> {
+    let mut key = b"gate.".to_vec();
+    key.extend_from_slice(&id.to_bytes());
+    key
+}
+
 pub fn space_name(name: &str) -> Vec<u8> {
     tagged(b'n', name.as_bytes())
 }

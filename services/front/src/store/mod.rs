@@ -120,7 +120,25 @@ struct Inner {
     stripes: Vec<Mutex<()>>,
     /// Held while jobs move from the queue to the outbox (see [`outbox`]).
     publishing: Mutex<()>,
+    /// Spaces whose gates this front holds (see [`Store::replanning`]).
+    gated: Mutex<std::collections::HashSet<SpaceId>>,
     limits: StoreLimits,
+}
+
+/// Gates of spaces held by this front (see [`Store::replanning`]).
+struct Gates<'a> {
+    store: &'a Store,
+    spaces: Vec<SpaceId>,
+    _held: engine::Held,
+}
+
+impl Drop for Gates<'_> {
+    fn drop(&mut self) {
+        let mut gated = self.store.inner.gated.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for space in &self.spaces {
+            gated.remove(space);
+        }
+    }
 }
 
 /// Why the store could not be opened.
@@ -191,6 +209,7 @@ impl Store {
                 cache,
                 stripes,
                 publishing: Mutex::new(()),
+                gated: Mutex::default(),
                 limits,
             }),
         };
@@ -286,23 +305,50 @@ impl Store {
         Ok(removed)
     }
 
-    /// Runs `attempt`, which plans a change and applies it, once more
-    /// while it fails with TRANSACTION_CONFLICT: another front committed to
-    /// the space after the plan read it (the commit refuses a stale plan),
-    /// or the engine gave up re-running the transaction. The space's lock
-    /// stripe keeps this front's own changes from conflicting at all.
-    fn replanning<T>(&self, mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
+    /// Runs `attempt`, which plans a change of `spaces` and applies it,
+    /// once more while it fails with TRANSACTION_CONFLICT: another front
+    /// committed to a space after the plan read it (the commit refuses a
+    /// stale plan), or the engine gave up re-running the transaction. The
+    /// spaces' lock stripes keep this front's own changes from conflicting
+    /// at all; the callers hold them.
+    ///
+    /// Another front that commits to the space without pause would make
+    /// every new plan stale too. So after the first stale plan, the spaces'
+    /// gates are held while planning again (see [`Engine::hold`]): every
+    /// other front's commit to them waits at its gate until this one has
+    /// committed, and the next plan cannot go stale.
+    fn replanning<T>(&self, spaces: &[SpaceId], mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
         let mut replans = 0;
+        let mut gates = None;
         loop {
             match attempt() {
                 Err(error) if error.reason == Reason::TransactionConflict && replans < MAX_REPLANS => {
                     replans += 1;
                     metrics::counter!("agentvfs_store_replans_total").increment(1);
-                    std::thread::sleep(std::time::Duration::from_millis(fastrand::u64(1..=4 * u64::from(replans))));
+                    if gates.is_none() && self.shared() {
+                        gates = Some(self.hold_gates(spaces)?);
+                    } else {
+                        std::thread::sleep(std::time::Duration::from_millis(fastrand::u64(1..=4 * u64::from(replans))));
+                    }
                 }
                 other => return other,
             }
         }
+    }
+
+    /// Holds the gates of `spaces` until the value is dropped; meanwhile
+    /// this front's commits to them do not wait at their gates.
+    fn hold_gates(&self, spaces: &[SpaceId]) -> Result<Gates<'_>> {
+        let rows: Vec<_> = spaces.iter().map(|&space| (Table::Meta, keys::gate(space))).collect();
+        let held = self.engine().hold(&rows)?;
+        self.inner.gated.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(spaces.iter().copied());
+        Ok(Gates { store: self, spaces: spaces.to_vec(), _held: held })
+    }
+
+    /// The gate a commit to `space` waits at, unless this front holds it.
+    fn gate(&self, space: SpaceId) -> Option<Vec<u8>> {
+        let gated = self.inner.gated.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (self.shared() && !gated.contains(&space)).then(|| keys::gate(space))
     }
 
     /// Serializes mutations of one space (and of the spaces sharing its stripe).

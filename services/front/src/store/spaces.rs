@@ -222,6 +222,7 @@ impl Store {
                 self.scan_prefix(table, &prefix).map(|item| item.map(|(key, _)| key)).collect::<Result<_>>()?;
             self.remove_all(table, keys)?;
         }
+        self.remove_all(Table::Meta, [keys::gate(id).into()])?;
         self.remove_all(Table::Spaces, [keys::functions(id).into(), keys::deleted_space(id).into()])?;
         Ok(())
     }

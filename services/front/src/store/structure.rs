@@ -40,7 +40,7 @@ impl Store {
         mut plan: impl FnMut(&Store, &mut [Commit]) -> Result<T>,
     ) -> Result<(T, Vec<u64>)> {
         let _guards = self.lock_spaces(spaces);
-        self.replanning(|| self.mutate_once(spaces, principal, apply, &mut plan))
+        self.replanning(spaces, || self.mutate_once(spaces, principal, apply, &mut plan))
     }
 
     fn mutate_once<T>(

@@ -426,6 +426,46 @@ fn a_reindex_keeps_the_spaces_jobs_in_revision_order_while_another_front_commits
     assert_eq!(backwards, 0, "jobs went back in revision; revisions in outbox order: {revisions:?}");
 }
 
+#[test]
+fn writers_on_two_fronts_to_one_space_all_commit() {
+    // Each front serializes its own commits of a space; the two fronts'
+    // commits race, and the loser plans again. However long the other
+    // front keeps committing, every write must land.
+    let home = Home::new(Engine::Postgres);
+    let fronts = [home.open(), home.open()];
+    let space = fronts[0]
+        .create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None)
+        .unwrap();
+    let failed = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for (f, store) in fronts.iter().enumerate() {
+            for task in 0..8 {
+                let failed = &failed;
+                scope.spawn(move || {
+                    for n in 0..100 {
+                        let op = WriteOp {
+                            space: space.id,
+                            path: path(&format!("/f{f}/t{task}/{n}.txt")),
+                            body: WriteBody::Bytes(format!("{f} {task} {n}").into_bytes()),
+                            mode: WriteMode::Overwrite,
+                            expected_version: None,
+                            operation: "write",
+                            actor: Actor::default(),
+                            receipt: None,
+                        };
+                        if let Err(error) = store.write(op) {
+                            eprintln!("front {f} task {task} write {n}: {error}");
+                            failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        }
+    });
+    assert_eq!(failed.into_inner(), 0, "writes failed");
+    assert_eq!(fronts[1].space(space.id).unwrap().unwrap().revision, 1 + 2 * 8 * 100);
+}
+
 /// The upload a content's chunks belong to (`None`: classic chunk keys) and
 /// how many chunks of it are stored.
 fn content_keys(store: &Store, hash: crate::store::Hash) -> (Option<content::UploadId>, usize) {

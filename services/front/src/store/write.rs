@@ -76,7 +76,7 @@ impl Store {
             WriteBody::Text(text) => text.into_bytes(),
             WriteBody::Bytes(bytes) => bytes,
         });
-        self.replanning(|| self.write_once(&op, &body, text_body))
+        self.replanning(&[op.space], || self.write_once(&op, &body, text_body))
     }
 
     /// Plans and applies a write whose body is `body` (`op.body` is not used).

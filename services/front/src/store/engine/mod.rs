@@ -198,14 +198,27 @@ pub trait Engine: Send + Sync + fmt::Debug {
     /// then state that calls share across fronts, such as idempotency
     /// claims and session reads, must live in it rather than in memory.
     fn shared(&self) -> bool;
+
+    /// Locks `rows` (made, empty, where missing) in a transaction of their
+    /// own until the returned value is dropped: a transaction of any front
+    /// that reads one of them ahead waits until then. For storage that
+    /// several fronts share; one process has its own locks, and this
+    /// holds nothing.
+    fn hold(&self, _rows: &[(Table, Vec<u8>)]) -> Result<Held> {
+        Ok(Box::new(()))
+    }
 }
+
+/// Rows locked by [`Engine::hold`], released on drop.
+pub type Held = Box<dyn Send>;
 
 /// The reads and writes of one transaction.
 pub trait Tx {
     fn get(&mut self, table: Table, key: &[u8]) -> Result<Option<Bytes>>;
 
     /// Reads (and so locks) several rows the transaction will `get`, in one
-    /// round trip where that saves any.
+    /// round trip where that saves any. Rows are locked in (table, key)
+    /// order, the order [`Engine::hold`] locks them in.
     fn read_ahead(&mut self, _keys: &[(Table, Vec<u8>)]) -> Result<()> {
         Ok(())
     }

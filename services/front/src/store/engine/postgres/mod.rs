@@ -32,7 +32,7 @@ use prost::bytes::Bytes;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
-use super::{Durable, Engine, Entries, Health, KeyRange, Table, Tx};
+use super::{Durable, Engine, Entries, Health, Held, KeyRange, Table, Tx};
 use crate::error::{Error, Reason, Result};
 use crate::store::OpenError;
 
@@ -410,6 +410,67 @@ impl Engine for Postgres {
     fn shared(&self) -> bool {
         true
     }
+
+    fn hold(&self, rows: &[(Table, Vec<u8>)]) -> Result<Held> {
+        let tables: Vec<i16> = rows.iter().map(|(table, _)| *table as i16).collect();
+        let keyed: Vec<&[u8]> = rows.iter().map(|(_, key)| key.as_slice()).collect();
+        let client = self.wait(async {
+            let client = self.client().await?;
+            let make = "INSERT INTO kv (t, k, v) SELECT t, k, ''::bytea FROM unnest($1::int2[], $2::bytea[]) AS r(t, k) \
+                        ON CONFLICT DO NOTHING";
+            let lock = "SELECT k FROM kv WHERE (t, k) IN (SELECT * FROM unnest($1::int2[], $2::bytea[])) \
+                        ORDER BY t, k FOR UPDATE";
+            let (make, lock) = tokio::try_join!(client.prepare_cached(make), client.prepare_cached(lock))
+                .map_err(|error| unavailable(&error.to_string()))?;
+            let params: [&(dyn ToSql + Sync); 2] = [&tables, &keyed];
+            let started = Instant::now();
+            // One round trip: the missing rows made (a transaction of their
+            // own), then the lock taken in the transaction that holds it.
+            let made = tokio::try_join!(
+                client.execute(&make, &params),
+                client.batch_execute(BEGIN),
+                client.query(&lock, &params)
+            );
+            statement_took("hold", started);
+            match made {
+                Ok(_) => Ok(client),
+                Err(error) => {
+                    // Perhaps inside a failed transaction: not for reuse.
+                    drop(Object::take(client));
+                    Err(match failure(error) {
+                        Attempt::Failed(error) => error,
+                        Attempt::Conflict(detail) => Error::new(
+                            Reason::TransactionConflict,
+                            format!("Holding rows for a change conflicted: {detail}"),
+                        ),
+                    })
+                }
+            }
+        })?;
+        let handle = self.runtime.as_ref().map_or_else(tokio::runtime::Handle::current, |r| r.handle().clone());
+        Ok(Box::new(Hold { client: Some(client), handle }))
+    }
+}
+
+/// Rows locked by [`Engine::hold`]: the open transaction that locked them.
+struct Hold {
+    client: Option<Object>,
+    handle: tokio::runtime::Handle,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        // Released without waiting; the connection goes back to the pool
+        // once its transaction has ended (a broken one is dropped, which
+        // ends it too).
+        if let Some(client) = self.client.take() {
+            self.handle.spawn(async move {
+                if client.batch_execute("ROLLBACK").await.is_err() {
+                    drop(Object::take(client));
+                }
+            });
+        }
+    }
 }
 
 /// Why one run of a transaction ended without committing.
@@ -662,8 +723,8 @@ impl Tx for PgTx<'_> {
         let keyed: Vec<&[u8]> = keys.iter().map(|(_, key)| key.as_slice()).collect();
         let (client, begin) = (self.client, self.begin.take());
         let rows = self.engine.wait(async {
-            let sql =
-                "SELECT t, k, v FROM kv WHERE (t, k) IN (SELECT * FROM unnest($1::int2[], $2::bytea[])) FOR UPDATE";
+            let sql = "SELECT t, k, v FROM kv WHERE (t, k) IN (SELECT * FROM unnest($1::int2[], $2::bytea[])) \
+                 ORDER BY t, k FOR UPDATE";
             let statement = client.prepare_cached(sql).await.map_err(failure)?;
             let started = Instant::now();
             let begun = begin_if(client, begin);

@@ -25,7 +25,10 @@
 //!    Each database figure is printed with sled's and their ratio, against
 //!    the goals: writes at c=64 at least 0.8x sled, reads at least 0.5x.
 //!    Beside it, the transactions the database committed
-//!    (`pg_stat_database.xact_commit`) per second and per call.
+//!    (`pg_stat_database.xact_commit`) per second and per call. Then the
+//!    same writes and reads at c=64 spread evenly over two fronts on that
+//!    database, against one front and sled (on two cores a second front
+//!    adds no CPU: the figure is the cost of sharing the database).
 //!
 //! Rate measurements run for a fixed wall time after a short warm-up and
 //! report calls/s with p50/p99 latency; the file sections time a fixed
@@ -91,6 +94,9 @@ const SUBTREE_FILES: usize = 20_000;
 /// 100 KiB, the file the database section edits.
 const EDIT_LINES: usize = 1_575;
 const EDIT_PATH: &str = "/edit/hundred-kib.txt";
+/// Names the two-front writes' folder, apart from the one-front runs'
+/// (named by their concurrency).
+const TWO_FRONTS_RUN: usize = 2_064;
 /// Sequential one-line edits per engine in the database section.
 const EDIT_CALLS: usize = 100;
 /// Connections of the database front (the front's default).
@@ -327,12 +333,13 @@ fn payload(concurrency: usize, task: usize, n: u64) -> String {
     text
 }
 
-/// Writes file `n` of task `task` at level `concurrency`: a new ~200-byte file.
-async fn write_small(channel: Channel, concurrency: usize, task: usize, n: u64) -> Result<(), tonic::Status> {
+/// Writes file `n` of task `task` of measurement `run` (its concurrency,
+/// unless it says otherwise): a new ~200-byte file.
+async fn write_small(channel: Channel, run: usize, task: usize, n: u64) -> Result<(), tonic::Status> {
     let request = pb::WriteRequest {
         space: SPACE.into(),
-        path: format!("/c{concurrency}/w{task}/f{n}.txt"),
-        body: Some(pb::write_request::Body::Content(payload(concurrency, task, n))),
+        path: format!("/c{run}/w{task}/f{n}.txt"),
+        body: Some(pb::write_request::Body::Content(payload(run, task, n))),
         ..Default::default()
     };
     FileSystemClient::new(channel).write(request).await.map(drop)
@@ -682,6 +689,8 @@ async fn bench_subtree() -> Subtree {
 struct Engines {
     sled: Front,
     database: Front,
+    /// Another front on the same database, for the two-front figures.
+    second: Front,
     commits: Commits,
 }
 
@@ -689,11 +698,12 @@ impl Engines {
     async fn start(cluster: &Cluster, url: &str) -> Engines {
         let sled = Front::start("group").await;
         let pool = DATABASE_POOL.to_string();
-        let database =
-            Front::start_with("group", Access::Dev, &["--database-url", url, "--database-pool", &pool]).await;
+        let args = ["--database-url", url, "--database-pool", &pool];
+        let database = Front::start_with("group", Access::Dev, &args).await;
+        let second = Front::start_with("group", Access::Dev, &args).await;
         let name = url.rsplit('/').next().expect("a database URL names its database");
         let commits = Commits::connect(cluster, name).await;
-        Engines { sled, database, commits }
+        Engines { sled, database, second, commits }
     }
 
     /// Runs `database` (which returns its result and how many calls it
@@ -718,6 +728,7 @@ impl Engines {
     fn stop(self) {
         self.sled.stop();
         self.database.stop();
+        self.second.stop();
     }
 }
 
@@ -811,7 +822,22 @@ where
     F: Fn(Channel, usize, u64) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = Result<(), tonic::Status>> + Send,
 {
-    let channels = front.channels(concurrency.min(MAX_CHANNELS)).await;
+    drive_spread(&[front], concurrency, call).await
+}
+
+/// [`drive_counted`] with the calls spread evenly over `fronts`.
+async fn drive_spread<F, Fut>(fronts: &[&Front], concurrency: usize, call: F) -> (Stats, u64)
+where
+    F: Fn(Channel, usize, u64) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<(), tonic::Status>> + Send,
+{
+    let per_front = (concurrency.min(MAX_CHANNELS) / fronts.len()).max(1);
+    let mut each = Vec::new();
+    for front in fronts {
+        each.push(front.channels(per_front).await);
+    }
+    // Interleaved, so that round-robin over them alternates the fronts.
+    let channels: Vec<Channel> = (0..per_front).flat_map(|i| each.iter().map(move |c| c[i].clone())).collect();
     let calls = Arc::new(AtomicU64::new(0));
     let counter = Arc::clone(&calls);
     let stats = drive(&channels, concurrency, move |channel, task, n| {
@@ -896,11 +922,56 @@ async fn edit_file((mut fs, version): (FileSystemClient<Channel>, u64)) -> (Sequ
     (Sequential::new(edits), EDIT_CALLS as u64)
 }
 
+/// One rate measurement on both database fronts at once.
+struct TwoFronts {
+    stats: Stats,
+    transactions: Transactions,
+}
+
+impl TwoFronts {
+    /// Drives `call` at `concurrency`, spread evenly over the two database
+    /// fronts.
+    async fn measure<F, Fut>(engines: &Engines, concurrency: usize, call: F) -> TwoFronts
+    where
+        F: Fn(Channel, usize, u64) -> Fut + Clone + Send + 'static,
+        Fut: Future<Output = Result<(), tonic::Status>> + Send,
+    {
+        let started = Instant::now();
+        let (stats, calls) = drive_spread(&[&engines.database, &engines.second], concurrency, call).await;
+        let secs = started.elapsed().as_secs_f64();
+        tokio::time::sleep(STATS_SETTLE).await;
+        let committed = engines.commits.since_last().await;
+        TwoFronts { stats, transactions: Transactions { committed, calls, secs } }
+    }
+
+    fn print(&self, name: &str, one: &RatePair) {
+        print_row(&format!("{name} database x2"), one.concurrency, &self.stats);
+        let compared = format!(
+            "{:.2}x one, {:.2}x sled",
+            self.stats.rate() / one.database.rate(),
+            self.stats.rate() / one.sled.rate()
+        );
+        print_transactions(&compared, &self.transactions);
+    }
+
+    fn json(&self, one: &RatePair) -> Value {
+        json!({
+            "database_two_fronts": stats_json(&self.stats),
+            "vs_one_front": self.stats.rate() / one.database.rate(),
+            "vs_sled": self.stats.rate() / one.sled.rate(),
+            "database_transactions": self.transactions.json(),
+        })
+    }
+}
+
 /// The `database` section: the database engine beside sled.
 struct DatabaseRun {
     server_version: String,
     writes: Vec<RatePair>,
     read: RatePair,
+    /// Writes and reads at c=64 over two fronts on the same database.
+    two_fronts_write: TwoFronts,
+    two_fronts_read: TwoFronts,
     edit_sled: Sequential,
     edit_database: Sequential,
     edit_transactions: Transactions,
@@ -944,6 +1015,12 @@ async fn bench_database() -> Option<DatabaseRun> {
     }
     let read = RatePair::measure(&engines, READ_CONCURRENCY, |channel, _, _| read_small(channel)).await;
     read.print("read");
+    let write_c64 = writes.iter().find(|p| p.concurrency == 64).expect("writes at c=64");
+    let two_fronts_write =
+        TwoFronts::measure(&engines, 64, |channel, task, n| write_small(channel, TWO_FRONTS_RUN, task, n)).await;
+    two_fronts_write.print("write", write_c64);
+    let two_fronts_read = TwoFronts::measure(&engines, READ_CONCURRENCY, |channel, _, _| read_small(channel)).await;
+    two_fronts_read.print("read", &read);
 
     println!();
     println!("{EDIT_CALLS} sequential one-line edits of a {EDIT_LINES}-line (~100 KiB) text file (c=1)");
@@ -959,12 +1036,22 @@ async fn bench_database() -> Option<DatabaseRun> {
 
     engines.stop();
     tokio::task::spawn_blocking(move || drop(cluster)).await.expect("stop PostgreSQL");
-    Some(DatabaseRun { server_version, writes, read, edit_sled, edit_database, edit_transactions })
+    Some(DatabaseRun {
+        server_version,
+        writes,
+        read,
+        two_fronts_write,
+        two_fronts_read,
+        edit_sled,
+        edit_database,
+        edit_transactions,
+    })
 }
 
 /// Prints the database section's verdicts; returns its JSON.
 fn database_report(run: &DatabaseRun) -> Value {
-    let write_c64 = run.writes.iter().find(|p| p.concurrency == 64).map_or(0.0, RatePair::ratio);
+    let write_pair = run.writes.iter().find(|p| p.concurrency == 64).expect("writes at c=64");
+    let write_c64 = write_pair.ratio();
     println!();
     let r1 = verdict("database/sled write c=64", write_c64, DATABASE_WRITE_GOAL);
     let r2 = verdict("database/sled read c=64", run.read.ratio(), DATABASE_READ_GOAL);
@@ -975,6 +1062,10 @@ fn database_report(run: &DatabaseRun) -> Value {
         "durability": "group",
         "writes": writes,
         "read_c64": run.read.json(),
+        "two_fronts": {
+            "write_c64": run.two_fronts_write.json(write_pair),
+            "read_c64": run.two_fronts_read.json(&run.read),
+        },
         "edit_100kib": {
             "lines": EDIT_LINES,
             "bytes": EDIT_LINES * (BIG_LINE_CHARS + 1),

@@ -625,14 +625,14 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
     }
     check_index(&stack, &mut fs, &history).await;
     // The background work moved from front to front as its holders died.
-    let lease_generation = match &database {
+    let lease = match &database {
         Some(url) if fronts > 1 => {
             let url = url.clone();
             let generation = tokio::task::spawn_blocking(move || lease_generation(&url)).await.unwrap();
             assert!(generation >= 2, "the background lease never changed hands (generation {generation})");
-            generation
+            format!("background lease generation {generation}, ")
         }
-        _ => 0,
+        _ => String::new(),
     };
     if front_armed >= 2 * front_points.len() && worker_armed >= 2 * WORKER_POINTS.len() {
         for point in front_points.iter().chain(&WORKER_POINTS) {
@@ -645,9 +645,8 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
         }
     }
     eprintln!(
-        "crash loop ({}): {cycles} cycles (seed {seed}), {} calls, {} versions acknowledged, {} refused as stale, \
-         fault points armed {front_armed}× front {worker_armed}× worker, fired {fired:?}, \
-         background lease generation {lease_generation}, lost 0",
+        "crash loop ({}, fronts: {fronts}): {cycles} cycles (seed {seed}), {} calls, {} versions acknowledged, {} refused as stale, \
+         fault points armed {front_armed}× front {worker_armed}× worker, fired {fired:?}, {lease}lost 0",
         if cluster.is_some() { "database" } else { "sled" },
         history.calls,
         history.made.len(),

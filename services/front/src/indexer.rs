@@ -32,6 +32,55 @@ const IDLE_CHECK: Duration = Duration::from_secs(2);
 const RETRY: Duration = Duration::from_secs(1);
 /// How long the outbox keeps jobs for a worker that does not answer.
 pub const HOLD: Duration = Duration::from_secs(300);
+/// Least time between two prunings of the outbox by one task: delivery
+/// wakes at every commit, and a pruning costs the store a few transactions.
+const PRUNE_EVERY: Duration = Duration::from_millis(500);
+
+/// Prunes the outbox for one delivery task, at most once per
+/// [`PRUNE_EVERY`]; a pruning asked for sooner waits until it is due.
+#[derive(Debug)]
+struct Pruner {
+    fence: Option<u64>,
+    last: Option<tokio::time::Instant>,
+    /// The highest sequence asked for and not yet pruned.
+    pending: Option<u64>,
+}
+
+impl Pruner {
+    fn new(fence: Option<u64>) -> Pruner {
+        Pruner { fence, last: None, pending: None }
+    }
+
+    /// Prunes jobs up to `upto` now if due, else once [`Pruner::due`].
+    async fn prune(&mut self, store: &Store, upto: u64) -> crate::error::Result<()> {
+        self.pending = Some(self.pending.map_or(upto, |pending| pending.max(upto)));
+        self.prune_if_due(store).await
+    }
+
+    /// When the pending pruning may run; `None` when nothing is pending.
+    fn due(&self) -> Option<tokio::time::Instant> {
+        self.pending.map(|_| self.last.map_or_else(tokio::time::Instant::now, |last| last + PRUNE_EVERY))
+    }
+
+    async fn prune_if_due(&mut self, store: &Store) -> crate::error::Result<()> {
+        let (Some(upto), Some(due)) = (self.pending, self.due()) else { return Ok(()) };
+        if due > tokio::time::Instant::now() {
+            return Ok(());
+        }
+        let fence = self.fence;
+        store.blocking(move |store| store.prune_outbox(upto, fence)).await?;
+        (self.last, self.pending) = (Some(tokio::time::Instant::now()), None);
+        Ok(())
+    }
+}
+
+/// Sleeps until `due`; forever when `None`.
+async fn until(due: Option<tokio::time::Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
+    }
+}
 
 /// What each worker has acknowledged, for pruning, lag reporting and
 /// choosing a worker to search.
@@ -121,6 +170,7 @@ async fn supervise(store: Store, mut pool: watch::Receiver<Pool>, progress: Arc<
     let mut tasks = tokio::task::JoinSet::new();
     let mut followers: HashMap<SocketAddr, tokio::task::AbortHandle> = HashMap::new();
     let mut commits = store.subscribe();
+    let mut pruner = Pruner::new(fence);
     loop {
         while tasks.try_join_next().is_some() {}
         let workers = pool.borrow_and_update().clone();
@@ -149,11 +199,12 @@ async fn supervise(store: Store, mut pool: watch::Receiver<Pool>, progress: Arc<
         }
         if followers.is_empty() {
             let head = store.blocking(|store| store.outbox_head()).await.unwrap_or(0);
-            let _ = store.blocking(move |store| store.prune_outbox(head, fence)).await;
+            let _ = pruner.prune(&store, head).await;
         }
         tokio::select! {
             changed = pool.changed() => if changed.is_err() { break },
             changed = commits.changed(), if followers.is_empty() => if changed.is_err() { break },
+            () = until(pruner.due()), if followers.is_empty() => {}
         }
     }
 }
@@ -221,11 +272,13 @@ async fn follow(
     }
     progress.set(me, cursor);
     let mut commits = store.subscribe();
+    let mut pruner = Pruner::new(fence);
     loop {
         let jobs = store.blocking(move |store| store.outbox_after(cursor, BATCH)).await?;
         let Some(&(sent, _)) = jobs.last() else {
             tokio::select! {
                 changed = commits.changed() => changed.map_err(|_| DeliveryError::Closed)?,
+                () = until(pruner.due()) => pruner.prune_if_due(store).await?,
                 () = tokio::time::sleep(IDLE_CHECK) => {
                     // A worker that restarted with a lost index is behind us.
                     let status = client.index_status(pb::IndexStatusRequest {}).await?;
@@ -243,7 +296,7 @@ async fn follow(
         cursor = acknowledged(&ack, sent)?.max(cursor);
         progress.set(me, cursor);
         if let Some(slowest) = progress.slowest() {
-            store.blocking(move |store| store.prune_outbox(slowest, fence)).await?;
+            pruner.prune(store, slowest).await?;
         }
     }
 }

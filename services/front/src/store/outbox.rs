@@ -153,7 +153,11 @@ impl Store {
             if queued.is_empty() {
                 return Ok(());
             }
+            let mut rows = vec![(Table::Meta, HEAD_KEY.to_vec())];
+            rows.extend(queued.iter().map(|(key, _)| (Table::Queue, key.to_vec())));
             self.transact(|tx| {
+                // Every row read, locked in one round trip.
+                tx.read_ahead(&rows)?;
                 let mut head = mark(tx.get(Table::Meta, HEAD_KEY)?)?;
                 for (key, job) in &queued {
                     // Another publisher may have moved it meanwhile.

@@ -159,6 +159,12 @@ pub async fn serve(
         let (store, retention) = (store.clone(), config.receipt_retention);
         move |_| prune_receipts(store.clone(), retention)
     }));
+    if shared {
+        background.spawn(while_leading(roles.clone(), {
+            let store = store.clone();
+            move |_| prune_claims(store.clone())
+        }));
+    }
     background.spawn(seal_while_changing(store.clone()));
     background.spawn({
         let services = services_for_admission.clone();
@@ -348,6 +354,24 @@ async fn prune_receipts(store: Store, retention: std::time::Duration) {
         }
     }
 }
+
+/// Drops the idempotency claims and session reads that expired, every
+/// [`CLAIMS_PRUNED_EVERY`]: calls that succeeded leave their claims to
+/// expire (see [`crate::grpc::idempotency`]).
+async fn prune_claims(store: Store) {
+    let mut tick = tokio::time::interval(CLAIMS_PRUNED_EVERY);
+    loop {
+        tick.tick().await;
+        let now = crate::store::records::now_ms();
+        let pruned = store.blocking(move |store| Ok((store.prune_claims(now)?, store.prune_session_reads(now)?))).await;
+        if let Err(error) = pruned {
+            tracing::warn!(%error, "pruning expired idempotency claims and session reads failed");
+        }
+    }
+}
+
+/// How often expired idempotency claims are pruned on a shared store.
+const CLAIMS_PRUNED_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Seals the store once a second while changes arrive, so that damage to
 /// its files is found at the next start (see [`crate::store::seal`]).

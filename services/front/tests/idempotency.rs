@@ -85,6 +85,24 @@ on_both_engines! {
     }
 
     #[tokio::test]
+    async fn a_call_that_failed_is_retried_with_its_key_at_once() {
+        // A failed call leaves no receipt and holds its key no longer: the
+        // retry runs (and fails alike) instead of finding the key in use.
+        let front = Front::start().await;
+        front.space("s").await;
+        let mut fs = front.fs().await;
+        let stale = pb::WriteRequest { expected_version: Some(7), ..keyed(write_text("s", "/f.txt", "x"), "k") };
+        for _ in 0..2 {
+            let error = fs.write(stale.clone()).await.unwrap_err();
+            assert_error(&error, Code::FailedPrecondition, "VERSION_CONFLICT");
+        }
+        // Nor does the key hold once a call with it succeeded: later calls replay it.
+        let created = fs.write(keyed(write_text("s", "/f.txt", "x"), "k")).await.unwrap().into_inner();
+        assert_eq!(fs.write(keyed(write_text("s", "/f.txt", "x"), "k")).await.unwrap().into_inner(), created);
+        assert_eq!(versions(&front, "/f.txt").await, 1);
+    }
+
+    #[tokio::test]
     async fn a_key_reused_for_another_request_is_refused() {
         let front = Front::start().await;
         front.space("s").await;

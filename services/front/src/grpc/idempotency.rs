@@ -12,9 +12,11 @@
 //! A front claims the scope in memory first, which answers a duplicate sent
 //! to the same front without a round trip. When several fronts share the
 //! store, the scope is then claimed in the store too, in the transaction
-//! that also looks for the receipt (see [`crate::store::claims`]); the
-//! claim is released (deleted) once the receipt is written or the call
-//! failed, so a later retry through any front finds the receipt.
+//! that also looks for the receipt (see [`crate::store::claims`]). A call
+//! that succeeded leaves its claim to expire: its receipt, written with its
+//! change, answers every later call before any claim is looked at, and the
+//! holder of the background lease prunes expired claims. A call that failed
+//! deletes its claim at once, so that a retry can run.
 //!
 //! The claim's deadline must outlast the call, however long it runs: past
 //! `--request-timeout-seconds` the client has its answer, but the change
@@ -57,6 +59,9 @@ pub struct Claim<'a> {
     fingerprint: [u8; 32],
     /// The claim in a shared store, when there is one.
     lease: Option<Lease<'a>>,
+    /// The call succeeded: its receipt is written, and the claim in a
+    /// shared store may expire rather than be deleted.
+    succeeded: AtomicBool,
 }
 
 /// A claim held in a shared store.
@@ -76,7 +81,9 @@ impl Drop for Claim<'_> {
     fn drop(&mut self) {
         // The shared claim first: until it is gone, a duplicate on this
         // front is answered from memory.
-        if let Some(lease) = &self.lease {
+        if let Some(lease) = &self.lease
+            && !self.succeeded.load(Ordering::Acquire)
+        {
             lease.release(&self.scope);
         }
         self.in_flight.lock().remove(&self.scope);
@@ -101,6 +108,7 @@ impl Claim<'_> {
                 .map_err(|e| Error::internal(format!("cannot start renewing an idempotency claim: {e}")))?;
             let outcome = op(Some(self));
             drop(done);
+            self.succeeded.store(outcome.is_ok(), Ordering::Release);
             outcome
         })
     }
@@ -173,7 +181,8 @@ pub fn run<R: Message + Default>(
     if !front.in_flight.lock().insert(scope) {
         return Err(in_progress());
     }
-    let mut claim = Claim { in_flight: &front.in_flight, scope, fingerprint, lease: None };
+    let mut claim =
+        Claim { in_flight: &front.in_flight, scope, fingerprint, lease: None, succeeded: AtomicBool::new(false) };
     let receipt = if front.store.shared() {
         let (owner, now) = (front.in_flight.front(), now_ms());
         let deadline = now.saturating_add(millis(front.in_flight.claim_lease()));

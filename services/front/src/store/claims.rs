@@ -4,8 +4,10 @@
 //! memory and never writes these tables.
 //!
 //! A claim is a lease: its owner renews the deadline while the call runs,
-//! so a live claim always belongs to a call still running, and the claim of
-//! a front that died expires and is taken over. Deadlines are wall-clock
+//! so a live claim without a receipt belongs to a call still running (a
+//! call that succeeded leaves its claim to expire beside its receipt, which
+//! is looked at first), and the claim of a front that died expires and is
+//! taken over. Deadlines are wall-clock
 //! times compared by other fronts, so the fronts' clocks must agree to well
 //! within the renewal margin (see `grpc::idempotency`).
 

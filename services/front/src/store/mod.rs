@@ -534,9 +534,7 @@ impl Store {
         self.transact(|tx| tx.put(Table::Receipts, key, &value))
     }
 
-    /// Drops receipts created before `cutoff_ms`; returns how many. On a
-    /// shared store, also drops the expired claims and session records
-    /// that other fronts left (see [`claims`]).
+    /// Drops receipts created before `cutoff_ms`; returns how many.
     pub fn prune_receipts(&self, cutoff_ms: i64) -> Result<usize> {
         let mut expired = Vec::new();
         for item in self.range(Table::Receipts, KeyRange::from(Vec::new())) {
@@ -545,15 +543,7 @@ impl Store {
                 expired.push(key);
             }
         }
-        let pruned = self.remove_all(Table::Receipts, expired)?;
-        if self.shared() {
-            let now = records::now_ms();
-            let (claims, sessions) = (self.prune_claims(now)?, self.prune_session_reads(now)?);
-            if claims + sessions > 0 {
-                tracing::info!(claims, sessions, "pruned expired idempotency claims and session reads");
-            }
-        }
-        Ok(pruned)
+        self.remove_all(Table::Receipts, expired)
     }
 
     /// The bytes with this hash, not hashed again (for workers, which may

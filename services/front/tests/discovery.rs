@@ -51,8 +51,12 @@ fn front_in_namespace(dir: &Path, hosts: &Path) -> PathBuf {
     script
 }
 
-async fn start_worker(front: &str, listen: &str, dir: &Path, metrics: &str) -> Worker {
-    Worker::start_binary(&worker_binary(), front, listen, dir, &[("AGENTVFS_METRICS_LISTEN", metrics)]).await
+/// A worker serving metrics; returns it and its metrics endpoint.
+async fn start_worker(front: &str, listen: &str, dir: &Path) -> (Worker, String) {
+    let worker =
+        Worker::start_binary(&worker_binary(), front, listen, dir, &[("AGENTVFS_METRICS_LISTEN", "127.0.0.1:0")]).await;
+    let metrics = worker.metrics.clone().expect("the worker serves metrics");
+    (worker, metrics)
 }
 
 fn grep_jobs(metrics: &str) -> f64 {
@@ -86,22 +90,19 @@ async fn workers_behind_a_name_join_and_leave_as_the_name_resolves() {
     let temp = tempfile::tempdir().unwrap();
     let hosts = temp.path().join("hosts");
     resolve_to(&hosts, &["127.0.0.2"]);
+    // The workers fetch content from the front, which starts after them.
     let front_addr = format!("127.0.0.1:{}", free_port());
-    let (a_metrics, b_metrics, front_metrics) = (
-        format!("127.0.0.1:{}", free_port()),
-        format!("127.0.0.1:{}", free_port()),
-        format!("127.0.0.1:{}", free_port()),
-    );
-    let mut a = start_worker(&front_addr, "127.0.0.2:0", &temp.path().join("a"), &a_metrics).await;
+    let (mut a, a_metrics) = start_worker(&front_addr, "127.0.0.2:0", &temp.path().join("a")).await;
     let port = a.addr.rsplit_once(':').unwrap().1.to_owned();
     let target = format!("{NAME}:{port}");
     let front = Front::start_binary_at(
         &front_in_namespace(temp.path(), &hosts),
         &front_addr,
-        &["--worker", &target, "--worker-refresh-seconds", "1", "--metrics-listen", &front_metrics],
+        &["--worker", &target, "--worker-refresh-seconds", "1", "--metrics-listen", "127.0.0.1:0"],
         &[],
     )
     .await;
+    let front_metrics = front.metrics_addr().to_owned();
     front.space("d").await;
     let mut fs = front.fs().await;
     for n in 0..30 {
@@ -112,7 +113,7 @@ async fn workers_behind_a_name_join_and_leave_as_the_name_resolves() {
     assert_eq!(sample(&scrape(&front_metrics), &["agentvfs_workers "]), Some(1.0));
 
     // Scale out: a second worker on the same port, then the name lists it.
-    let _b = start_worker(&front_addr, &format!("127.0.0.3:{port}"), &temp.path().join("b"), &b_metrics).await;
+    let (_b, b_metrics) = start_worker(&front_addr, &format!("127.0.0.3:{port}"), &temp.path().join("b")).await;
     resolve_to(&hosts, &["127.0.0.2", "127.0.0.3"]);
     eventually("the front knows both workers", async || {
         sample(&scrape(&front_metrics), &["agentvfs_workers "]) == Some(2.0)

@@ -101,6 +101,8 @@ pub fn failpoint_binaries() -> (PathBuf, PathBuf) {
 pub struct Worker {
     child: Child,
     pub addr: String,
+    /// The metrics endpoint, when it serves one.
+    pub metrics: Option<String>,
     front: String,
     index_dir: PathBuf,
     binary: PathBuf,
@@ -128,8 +130,15 @@ impl Worker {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn agentvfs-worker");
-        let addr = first_line_address(&mut child).await;
-        Worker { child, addr, front: front.to_owned(), index_dir: index_dir.to_owned(), binary: binary.to_owned() }
+        let Started { addr, metrics } = started(&mut child).await;
+        Worker {
+            child,
+            addr,
+            metrics,
+            front: front.to_owned(),
+            index_dir: index_dir.to_owned(),
+            binary: binary.to_owned(),
+        }
     }
 
     /// Starts it again on the same address with extra environment variables.
@@ -258,22 +267,42 @@ impl Stack {
     }
 }
 
-async fn first_line_address(child: &mut Child) -> String {
+/// What a server process printed as it started: its address, and its
+/// metrics endpoint's when it serves one.
+struct Started {
+    addr: String,
+    metrics: Option<String>,
+}
+
+/// Reads the lines a server prints as it starts, up to `listening on`.
+async fn started(child: &mut Child) -> Started {
     let stdout = child.stdout.take().expect("stdout");
-    let line = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).map(|_| line)
+    tokio::task::spawn_blocking(move || {
+        let mut stdout = BufReader::new(stdout);
+        let mut metrics = None;
+        loop {
+            let mut line = String::new();
+            stdout.read_line(&mut line).expect("read stdout");
+            let line = line.trim();
+            if let Some(addr) = line.strip_prefix("listening on ") {
+                return Started { addr: addr.to_owned(), metrics };
+            }
+            match line.strip_prefix("metrics on ") {
+                Some(addr) => metrics = Some(addr.to_owned()),
+                None => panic!("unexpected line {line:?} before `listening on`"),
+            }
+        }
     })
     .await
     .expect("join")
-    .expect("read stdout");
-    line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}")).to_owned()
 }
 
 /// A running front process; killed on drop.
 pub struct Front {
     child: Child,
     pub addr: String,
+    /// The metrics endpoint, when it serves one (`--metrics-listen`).
+    pub metrics: Option<String>,
     pub data_dir: PathBuf,
     extra_args: Vec<String>,
     binary: PathBuf,
@@ -281,6 +310,11 @@ pub struct Front {
 }
 
 impl Front {
+    /// The metrics endpoint of a front started with `--metrics-listen`.
+    pub fn metrics_addr(&self) -> &str {
+        self.metrics.as_deref().expect("the front was started with --metrics-listen")
+    }
+
     /// Starts a dev-mode front on a fresh temporary store.
     pub async fn start() -> Front {
         Self::start_with(&[]).await
@@ -348,9 +382,16 @@ impl Front {
             command.args(["--rate-limit", "0"]);
         }
         let mut child = command.spawn().expect("spawn agentvfs-front");
-        let addr = first_line_address(&mut child).await;
-        let front =
-            Front { child, addr, data_dir: data_dir.to_owned(), extra_args, binary: binary.to_owned(), _temp: None };
+        let Started { addr, metrics } = started(&mut child).await;
+        let front = Front {
+            child,
+            addr,
+            metrics,
+            data_dir: data_dir.to_owned(),
+            extra_args,
+            binary: binary.to_owned(),
+            _temp: None,
+        };
         front.wait_serving().await;
         front
     }

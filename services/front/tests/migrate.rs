@@ -204,9 +204,10 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
 
 #[tokio::test]
 async fn a_migrated_store_answers_on_the_database_as_it_did_embedded() {
-    // A worker that never answers: index jobs stay in the outbox.
-    let unreachable = format!("127.0.0.1:{}", support::free_port());
-    let mut front = Front::start_with(&["--worker", &unreachable]).await;
+    // A worker that never answers: nothing listens on port 1 (a privileged
+    // port, outside the range port-0 binds draw from). Index jobs stay in
+    // the outbox.
+    let mut front = Front::start_with(&["--worker", "127.0.0.1:1"]).await;
     let mut fs = front.fs().await;
     let mut admin = front.admin().await;
     for name in ["alpha", "beta", "gone"] {

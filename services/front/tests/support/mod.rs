@@ -130,7 +130,7 @@ impl Worker {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn agentvfs-worker");
-        let Started { addr, metrics } = started(&mut child).await;
+        let Started { addr, metrics } = started(&mut child).await.expect("the worker exited before it listened");
         Worker {
             child,
             addr,
@@ -212,7 +212,11 @@ pub fn sample(body: &str, fragments: &[&str]) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
-/// A free loopback port (bound, then released).
+/// How many ports [`Stack`] tries for its front.
+const PORT_ATTEMPTS: usize = 5;
+
+/// A free loopback port (bound, then released): for a process that must be
+/// told its address before it starts; anything else listens on port 0.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
@@ -253,17 +257,26 @@ impl Stack {
         worker_env: &[(&str, &str)],
     ) -> Stack {
         let temp = tempfile::tempdir().expect("temp dir");
-        let front_addr = format!("127.0.0.1:{}", free_port());
-        let worker =
-            Worker::start_binary(worker_binary, &front_addr, "127.0.0.1:0", &temp.path().join("index"), worker_env)
-                .await;
-        let mut args = vec!["--worker", worker.addr.as_str()];
-        args.extend_from_slice(front_args);
-        let data_dir = temp.path().join("data");
-        let extra_args = args.iter().map(|s| s.to_string()).collect();
-        let mut front = Front::spawn_binary(front_binary, &data_dir, &front_addr, extra_args, front_env).await;
-        front._temp = Some(temp);
-        Stack { front, worker }
+        // The worker fetches content from the front, and the front sends
+        // jobs to the worker: the front's port is picked before either
+        // starts. Another process may bind it first; then the front exits,
+        // and both start again on another port.
+        for _ in 0..PORT_ATTEMPTS {
+            let front_addr = format!("127.0.0.1:{}", free_port());
+            let index = temp.path().join("index");
+            let worker = Worker::start_binary(worker_binary, &front_addr, "127.0.0.1:0", &index, worker_env).await;
+            let mut args = vec!["--worker", worker.addr.as_str()];
+            args.extend_from_slice(front_args);
+            let data_dir = temp.path().join("data");
+            let extra_args = args.iter().map(|s| s.to_string()).collect();
+            if let Some(mut front) =
+                Front::try_spawn_binary(front_binary, &data_dir, &front_addr, extra_args, front_env).await
+            {
+                front._temp = Some(temp);
+                return Stack { front, worker };
+            }
+        }
+        panic!("the front exited before it listened, {PORT_ATTEMPTS} times");
     }
 }
 
@@ -274,18 +287,21 @@ struct Started {
     metrics: Option<String>,
 }
 
-/// Reads the lines a server prints as it starts, up to `listening on`.
-async fn started(child: &mut Child) -> Started {
+/// Reads the lines a server prints as it starts, up to `listening on`;
+/// `None` when it exits first.
+async fn started(child: &mut Child) -> Option<Started> {
     let stdout = child.stdout.take().expect("stdout");
     tokio::task::spawn_blocking(move || {
         let mut stdout = BufReader::new(stdout);
         let mut metrics = None;
         loop {
             let mut line = String::new();
-            stdout.read_line(&mut line).expect("read stdout");
+            if stdout.read_line(&mut line).expect("read stdout") == 0 {
+                return None;
+            }
             let line = line.trim();
             if let Some(addr) = line.strip_prefix("listening on ") {
-                return Started { addr: addr.to_owned(), metrics };
+                return Some(Started { addr: addr.to_owned(), metrics });
             }
             match line.strip_prefix("metrics on ") {
                 Some(addr) => metrics = Some(addr.to_owned()),
@@ -366,6 +382,19 @@ impl Front {
         extra_args: Vec<String>,
         env: &[(&str, &str)],
     ) -> Front {
+        let front = Self::try_spawn_binary(binary, data_dir, listen, extra_args, env).await;
+        front.unwrap_or_else(|| panic!("the front exited before it listened on {listen}"))
+    }
+
+    /// Starts a front; `None` when it exits before it listens (its port
+    /// was taken, say).
+    async fn try_spawn_binary(
+        binary: &Path,
+        data_dir: &Path,
+        listen: &str,
+        extra_args: Vec<String>,
+        env: &[(&str, &str)],
+    ) -> Option<Front> {
         let mut command = Command::new(binary);
         command
             .args(["--listen", listen])
@@ -382,7 +411,7 @@ impl Front {
             command.args(["--rate-limit", "0"]);
         }
         let mut child = command.spawn().expect("spawn agentvfs-front");
-        let Started { addr, metrics } = started(&mut child).await;
+        let Started { addr, metrics } = started(&mut child).await?;
         let front = Front {
             child,
             addr,
@@ -393,7 +422,7 @@ impl Front {
             _temp: None,
         };
         front.wait_serving().await;
-        front
+        Some(front)
     }
 
     /// Polls health until the front serves (never sleeps and hopes).

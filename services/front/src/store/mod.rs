@@ -325,10 +325,15 @@ impl Store {
                 Err(error) if error.reason == Reason::TransactionConflict && replans < MAX_REPLANS => {
                     replans += 1;
                     metrics::counter!("agentvfs_store_replans_total").increment(1);
-                    if gates.is_none() && self.shared() {
-                        gates = Some(self.hold_gates(spaces)?);
-                    } else {
-                        std::thread::sleep(std::time::Duration::from_millis(fastrand::u64(1..=4 * u64::from(replans))));
+                    let held =
+                        if gates.is_none() && self.shared() { self.hold_gates(spaces).map(Some) } else { Ok(None) };
+                    match held {
+                        Ok(Some(held)) => gates = Some(held),
+                        // Held already, or too many holds at once: plan
+                        // again after a pause.
+                        Ok(None) => pause(replans),
+                        Err(error) if error.reason == Reason::TransactionConflict => pause(replans),
+                        Err(error) => return Err(error),
                     }
                 }
                 other => return other,
@@ -639,4 +644,9 @@ fn retired_count(raw: Option<Bytes>) -> Result<u64> {
         Some(raw) => Ok(u64::from_be_bytes(raw.as_ref().try_into().map_err(|_| Error::internal("bad retired count"))?)),
         None => Ok(0),
     }
+}
+
+/// The pause before the `replans`th plan of a change whose plans went stale.
+fn pause(replans: u32) {
+    std::thread::sleep(std::time::Duration::from_millis(fastrand::u64(1..=4 * u64::from(replans))));
 }

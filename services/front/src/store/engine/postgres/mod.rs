@@ -25,6 +25,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
@@ -76,6 +78,11 @@ pub struct Postgres {
     /// waits for a group flush ([`flusher`]). `None`: the database cannot
     /// (commits are durable when they return).
     flusher: Option<tokio::sync::mpsc::UnboundedSender<Waiter>>,
+    /// Rows held by [`Engine::hold`] now, each on a connection of the pool.
+    holds: Arc<AtomicUsize>,
+    /// The most holds at once: half the pool, so that the holders' own
+    /// commits always find a connection.
+    max_holds: usize,
 }
 
 /// Answered once everything committed before it was queued is durable.
@@ -133,6 +140,8 @@ impl Postgres {
             display: display.clone(),
             connect_timeout: options.connect_timeout,
             flusher: None,
+            holds: Arc::default(),
+            max_holds: (options.pool_size / 2).max(1),
         };
         engine.migrate().map_err(|e| match e {
             Migration::Newer { found } => OpenError::SchemaTooNew { found, supported: MIGRATIONS.len() as i32 },
@@ -412,6 +421,11 @@ impl Engine for Postgres {
     }
 
     fn hold(&self, rows: &[(Table, Vec<u8>)]) -> Result<Held> {
+        if self.holds.fetch_add(1, Ordering::AcqRel) >= self.max_holds {
+            self.holds.fetch_sub(1, Ordering::AcqRel);
+            return Err(Error::new(Reason::TransactionConflict, "Too many changes wait to be planned again at once."));
+        }
+        let counted = Counted(self.holds.clone());
         let tables: Vec<i16> = rows.iter().map(|(table, _)| *table as i16).collect();
         let keyed: Vec<&[u8]> = rows.iter().map(|(_, key)| key.as_slice()).collect();
         let client = self.wait(async {
@@ -448,7 +462,7 @@ impl Engine for Postgres {
             }
         })?;
         let handle = self.runtime.as_ref().map_or_else(tokio::runtime::Handle::current, |r| r.handle().clone());
-        Ok(Box::new(Hold { client: Some(client), handle }))
+        Ok(Box::new(Hold { client: Some(client), handle, counted: Some(counted) }))
     }
 }
 
@@ -456,20 +470,31 @@ impl Engine for Postgres {
 struct Hold {
     client: Option<Object>,
     handle: tokio::runtime::Handle,
+    counted: Option<Counted>,
 }
 
 impl Drop for Hold {
     fn drop(&mut self) {
         // Released without waiting; the connection goes back to the pool
         // once its transaction has ended (a broken one is dropped, which
-        // ends it too).
-        if let Some(client) = self.client.take() {
+        // ends it too), and only then does the hold stop counting.
+        if let (Some(client), counted) = (self.client.take(), self.counted.take()) {
             self.handle.spawn(async move {
                 if client.batch_execute("ROLLBACK").await.is_err() {
                     drop(Object::take(client));
                 }
+                drop(counted);
             });
         }
+    }
+}
+
+/// One of [`Postgres::holds`], until dropped.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -839,6 +864,51 @@ impl Iterator for Pages<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn holds_lock_their_rows_and_leave_the_pool_room_for_commits() {
+        let options = PostgresOptions {
+            url: agentvfs_testdb::Cluster::shared().create_database(),
+            pool_size: 4,
+            connect_timeout: Duration::from_secs(10),
+            statement_timeout: Duration::from_secs(30),
+        };
+        let engine = Postgres::open(&options).unwrap();
+        let row = |key: &[u8]| vec![(Table::Meta, key.to_vec())];
+        let first = engine.hold(&row(b"gate.a")).unwrap();
+        let second = engine.hold(&row(b"gate.b")).unwrap();
+        // Half the pool at most: the rest is for the holders' commits.
+        let refused = engine.hold(&row(b"gate.c")).map(drop).unwrap_err();
+        assert_eq!(refused.reason, Reason::TransactionConflict);
+        // A transaction that locks a held row waits until it is released.
+        let (locked, waiting) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                engine
+                    .transact(&mut |tx| {
+                        tx.read_ahead(&row(b"gate.a"))?;
+                        tx.put(Table::Meta, b"after.a", b"")
+                    })
+                    .unwrap();
+                locked.send(()).unwrap();
+            });
+            let waited = waiting.recv_timeout(Duration::from_millis(300));
+            assert!(waited.is_err(), "locked a held row");
+            drop(first);
+            waiting.recv_timeout(Duration::from_secs(10)).expect("the row was released");
+        });
+        drop(second);
+        // Released holds stop counting once their transactions have ended.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let third = loop {
+            match engine.hold(&row(b"gate.c")) {
+                Ok(held) => break held,
+                Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                Err(error) => panic!("{error}"),
+            }
+        };
+        drop(third);
+    }
 
     #[test]
     fn passwords_are_masked() {

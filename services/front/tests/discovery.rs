@@ -20,7 +20,7 @@ use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
 use tonic::transport::Channel;
 
-use support::{Front, Worker, free_port, sample, scrape, worker_binary, write_text};
+use support::{Front, Worker, sample, scrape, with_front_port, worker_binary, write_text};
 
 const NAME: &str = "workers.agentvfs.test";
 
@@ -90,17 +90,15 @@ async fn workers_behind_a_name_join_and_leave_as_the_name_resolves() {
     let temp = tempfile::tempdir().unwrap();
     let hosts = temp.path().join("hosts");
     resolve_to(&hosts, &["127.0.0.2"]);
-    // The workers fetch content from the front, which starts after them.
-    let front_addr = format!("127.0.0.1:{}", free_port());
-    let (mut a, a_metrics) = start_worker(&front_addr, "127.0.0.2:0", &temp.path().join("a")).await;
-    let port = a.addr.rsplit_once(':').unwrap().1.to_owned();
-    let target = format!("{NAME}:{port}");
-    let front = Front::start_binary_at(
-        &front_in_namespace(temp.path(), &hosts),
-        &front_addr,
-        &["--worker", &target, "--worker-refresh-seconds", "1", "--metrics-listen", "127.0.0.1:0"],
-        &[],
-    )
+    let binary = front_in_namespace(temp.path(), &hosts);
+    let (front, front_addr, mut a, a_metrics, port) = with_front_port(async |front_addr| {
+        let (a, a_metrics) = start_worker(front_addr, "127.0.0.2:0", &temp.path().join("a")).await;
+        let port = a.addr.rsplit_once(':').unwrap().1.to_owned();
+        let target = format!("{NAME}:{port}");
+        let args = ["--worker", &target, "--worker-refresh-seconds", "1", "--metrics-listen", "127.0.0.1:0"];
+        let front = Front::try_start_binary_at(&binary, front_addr, &args, &[]).await?;
+        Some((front, front_addr.to_owned(), a, a_metrics, port))
+    })
     .await;
     let front_metrics = front.metrics_addr().to_owned();
     front.space("d").await;

@@ -165,15 +165,18 @@ async fn pages_pin_their_snapshot_while_files_change() {
 #[tokio::test]
 async fn jobs_spread_over_workers_and_survive_losing_one() {
     let dir = tempfile::tempdir().unwrap();
-    let front_addr = format!("127.0.0.1:{}", support::free_port());
-    let mut first = support::Worker::start(&front_addr, "127.0.0.1:0", &dir.path().join("i1")).await;
     // One of them hashes what it fetches: both answer alike.
     let verifying = [("AGENTVFS_VERIFY_CONTENT", "true")];
     let binary = support::worker_binary();
-    let mut second =
-        support::Worker::start_binary(&binary, &front_addr, "127.0.0.1:0", &dir.path().join("i2"), &verifying).await;
-    let both = format!("{},{}", first.addr, second.addr);
-    let front = support::Front::start_at_with(&front_addr, dir.path(), &["--worker", &both]).await;
+    let (front, mut first, mut second) = support::with_front_port(async |front_addr| {
+        let first = support::Worker::start(front_addr, "127.0.0.1:0", &dir.path().join("i1")).await;
+        let i2 = dir.path().join("i2");
+        let second = support::Worker::start_binary(&binary, front_addr, "127.0.0.1:0", &i2, &verifying).await;
+        let both = format!("{},{}", first.addr, second.addr);
+        let front = support::Front::try_start_at_with(front_addr, dir.path(), &["--worker", &both]).await?;
+        Some((front, first, second))
+    })
+    .await;
     front.space("s").await;
     let mut fs = front.fs().await;
     fs.write(write_text("s", "/a.txt", "TODO\n")).await.unwrap();

@@ -212,8 +212,22 @@ pub fn sample(body: &str, fragments: &[&str]) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
-/// How many ports [`Stack`] tries for its front.
+/// How many ports [`with_front_port`] tries.
 const PORT_ATTEMPTS: usize = 5;
+
+/// Starts what must be told a front's address before the front listens
+/// (its workers, which fetch content from it), then the front: `start`
+/// gets an address picked in advance and returns `None` when the front
+/// exited before it listened, because another process bound that port
+/// first. Then everything starts again on another port.
+pub async fn with_front_port<T>(mut start: impl AsyncFnMut(&str) -> Option<T>) -> T {
+    for _ in 0..PORT_ATTEMPTS {
+        if let Some(started) = start(&format!("127.0.0.1:{}", free_port())).await {
+            return started;
+        }
+    }
+    panic!("the front exited before it listened, {PORT_ATTEMPTS} times");
+}
 
 /// A free loopback port (bound, then released): for a process that must be
 /// told its address before it starts; anything else listens on port 0.
@@ -257,26 +271,18 @@ impl Stack {
         worker_env: &[(&str, &str)],
     ) -> Stack {
         let temp = tempfile::tempdir().expect("temp dir");
-        // The worker fetches content from the front, and the front sends
-        // jobs to the worker: the front's port is picked before either
-        // starts. Another process may bind it first; then the front exits,
-        // and both start again on another port.
-        for _ in 0..PORT_ATTEMPTS {
-            let front_addr = format!("127.0.0.1:{}", free_port());
-            let index = temp.path().join("index");
-            let worker = Worker::start_binary(worker_binary, &front_addr, "127.0.0.1:0", &index, worker_env).await;
+        let (index, data_dir) = (temp.path().join("index"), temp.path().join("data"));
+        let (mut front, worker) = with_front_port(async |front_addr| {
+            let worker = Worker::start_binary(worker_binary, front_addr, "127.0.0.1:0", &index, worker_env).await;
             let mut args = vec!["--worker", worker.addr.as_str()];
             args.extend_from_slice(front_args);
-            let data_dir = temp.path().join("data");
             let extra_args = args.iter().map(|s| s.to_string()).collect();
-            if let Some(mut front) =
-                Front::try_spawn_binary(front_binary, &data_dir, &front_addr, extra_args, front_env).await
-            {
-                front._temp = Some(temp);
-                return Stack { front, worker };
-            }
-        }
-        panic!("the front exited before it listened, {PORT_ATTEMPTS} times");
+            let front = Front::try_spawn_binary(front_binary, &data_dir, front_addr, extra_args, front_env).await?;
+            Some((front, worker))
+        })
+        .await;
+        front._temp = Some(temp);
+        Stack { front, worker }
     }
 }
 
@@ -353,17 +359,37 @@ impl Front {
     /// Starts `binary` as a dev-mode front on `listen` with a fresh
     /// temporary store, with extra flags and environment variables.
     pub async fn start_binary_at(binary: &Path, listen: &str, args: &[&str], env: &[(&str, &str)]) -> Front {
+        let front = Self::try_start_binary_at(binary, listen, args, env).await;
+        front.unwrap_or_else(|| panic!("the front exited before it listened on {listen}"))
+    }
+
+    /// [`Front::start_binary_at`]; `None` when the front exits before it
+    /// listens (see [`with_front_port`]).
+    pub async fn try_start_binary_at(
+        binary: &Path,
+        listen: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Option<Front> {
         let temp = tempfile::tempdir().expect("temp dir");
         let data_dir = temp.path().join("data");
         let args = args.iter().map(|s| s.to_string()).collect();
-        let mut front = Self::spawn_binary(binary, &data_dir, listen, args, env).await;
+        let mut front = Self::try_spawn_binary(binary, &data_dir, listen, args, env).await?;
         front._temp = Some(temp);
-        front
+        Some(front)
     }
 
     /// Starts a dev-mode front on `listen` with its store in `dir`.
     pub async fn start_at_with(listen: &str, dir: &Path, args: &[&str]) -> Front {
         Self::spawn_at(&dir.join("data"), listen, args.iter().map(|s| s.to_string()).collect()).await
+    }
+
+    /// [`Front::start_at_with`]; `None` when the front exits before it
+    /// listens (see [`with_front_port`]).
+    pub async fn try_start_at_with(listen: &str, dir: &Path, args: &[&str]) -> Option<Front> {
+        let binary = PathBuf::from(env!("CARGO_BIN_EXE_agentvfs-front"));
+        let args = args.iter().map(|s| s.to_string()).collect();
+        Self::try_spawn_binary(&binary, &dir.join("data"), listen, args, &[]).await
     }
 
     async fn spawn(data_dir: &Path, extra_args: Vec<String>) -> Front {

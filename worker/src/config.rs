@@ -49,8 +49,7 @@ pub struct Options {
     /// Seconds in-flight jobs get to finish after SIGTERM.
     #[arg(long, env = "AGENTVFS_DRAIN_SECONDS")]
     pub drain_seconds: Option<u64>,
-    /// Address to serve Prometheus metrics on (`/metrics`), printed as
-    /// `metrics on <ADDR>` before `listening on` (port 0 picks one); none by default.
+    /// Address to serve Prometheus metrics on (`/metrics`); none by default.
     #[arg(long, env = "AGENTVFS_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
     /// `plain` or `json` logs on stderr.

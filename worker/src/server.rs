@@ -24,6 +24,8 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
     #[error(transparent)]
     Index(#[from] crate::index::IndexError),
+    #[error("{0}")]
+    Metrics(String),
     #[error("index directory {path}: {source}")]
     IndexDir { path: String, source: std::io::Error },
     #[error("opening the search index failed: {0}")]
@@ -113,6 +115,12 @@ pub async fn serve(
         }
     }
     let fetcher = Fetcher::new(front, cache.clone(), config.token.clone(), config.verify_content);
+    if let Some(address) = config.metrics_listen {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(address)
+            .install()
+            .map_err(|e| ServeError::Metrics(format!("cannot serve metrics on {address}: {e}")))?;
+    }
     let sampler = tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
         loop {

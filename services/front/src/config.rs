@@ -119,8 +119,7 @@ pub struct Options {
     /// Bytes one grep page scans at most.
     #[arg(long, env = "AGENTVFS_GREP_MAX_BYTES")]
     pub grep_max_bytes: Option<u64>,
-    /// Address to serve Prometheus metrics on (`/metrics`), printed as
-    /// `metrics on <ADDR>` before `listening on` (port 0 picks one); none by default.
+    /// Address to serve Prometheus metrics on (`/metrics`); none by default.
     #[arg(long, env = "AGENTVFS_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
     /// Free disk space to keep; writes that would go below it are STORAGE_FULL.

@@ -67,11 +67,6 @@ fn main() -> ExitCode {
             Ok(shutdown) => shutdown,
             Err(error) => return fail(1, &format!("cannot catch signals: {error}")),
         };
-        if let Some(address) = config.metrics_listen
-            && let Err(error) = agentvfs_process::serve_metrics(address, &agentvfs_front::metrics::BUCKETS).await
-        {
-            return fail(1, &error);
-        }
         let listener = match agentvfs_process::listen(config.listen).await {
             Ok(listener) => listener,
             Err(error) => return fail(1, &error),

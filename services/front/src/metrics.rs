@@ -3,12 +3,14 @@
 //! queue and the index outbox.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::PrometheusBuilder;
 use tonic::Code;
 use tracing::Instrument as _;
 
@@ -17,9 +19,15 @@ use crate::indexer::Progress;
 use crate::store::Store;
 use crate::workers::Workers;
 
-/// Bucket bounds, in seconds, of the front's histograms (see
-/// [`agentvfs_process::serve_metrics`]).
-pub const BUCKETS: [f64; 14] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+/// Serves `/metrics` on `address`. Call from within the runtime.
+pub fn install(address: SocketAddr) -> Result<(), String> {
+    PrometheusBuilder::new()
+        .with_http_listener(address)
+        .set_buckets(&[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+        .map_err(|e| format!("metrics buckets: {e}"))?
+        .install()
+        .map_err(|e| format!("cannot serve metrics on {address}: {e}"))
+}
 
 /// Samples gauges every few seconds until the task is dropped.
 pub async fn sample(store: Store, workers: Arc<Workers>, progress: Arc<Progress>) {

@@ -47,6 +47,10 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
+    // First, so that nothing recorded while starting up is lost.
+    if let Some(address) = config.metrics_listen {
+        crate::metrics::install(address).map_err(ServeError::Config)?;
+    }
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_not_serving::<FileSystemServer<Services>>().await;
     health.set_not_serving::<AdminServer<Services>>().await;

@@ -16,7 +16,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use agentvfs_testdb::Cluster;
-use support::{Front, assert_error, failpoint_binaries, metadata, read, write_text};
+use support::{Front, assert_error, failpoint_binaries, free_port, metadata, read, write_text};
 use tonic::Code;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -98,7 +98,8 @@ async fn a_failed_flush_fails_later_writes_fast_and_has_the_front_restarted() {
 async fn a_database_that_goes_away_takes_files_out_of_service_until_it_answers_again() {
     let cluster = Cluster::start();
     let url = cluster.create_database();
-    let args = ["--database-url", &url, "--database-connect-timeout-seconds", "1", "--metrics-listen", "127.0.0.1:0"];
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let args = ["--database-url", &url, "--database-connect-timeout-seconds", "1", "--metrics-listen", &metrics];
     let (binary, _) = failpoint_binaries();
     let front = Front::start_binary(&binary, &args, &[]).await;
     front.space("s").await;
@@ -125,7 +126,7 @@ async fn a_database_that_goes_away_takes_files_out_of_service_until_it_answers_a
     assert_eq!(before, "written before\n");
 
     // The pool and the statements show in /metrics.
-    let body = support::scrape(front.metrics_addr());
+    let body = support::scrape(&metrics);
     let max = support::sample(&body, &["agentvfs_store_pool_max_connections"]);
     assert_eq!(max, Some(16.0), "{body}");
     for state in ["state=\"in_use\"", "state=\"idle\""] {

@@ -5,11 +5,8 @@
 //! - SIGTERM and Ctrl-C are caught from before the process says it listens,
 //!   so a signal sent as soon as the line appears drains instead of killing
 //!   ([`Shutdown`]);
-//! - with `--metrics-listen`, Prometheus metrics served over HTTP and the
-//!   line `metrics on <ADDR>` on stdout ([`serve_metrics`]), before
-//! - the line `listening on <ADDR>`, once the listener is bound
-//!   ([`listen`]): the last line on stdout, which tells a parent the
-//!   process is up. Both print the port actually bound, so `:0` works;
+//! - exactly one line on stdout, `listening on <ADDR>`, once the listener is
+//!   bound ([`listen`]);
 //! - a failure to start is one line on stderr and a non-zero exit ([`fail`]);
 //! - with the `failpoints` feature, the fault points named in `FAILPOINTS`
 //!   are armed ([`arm_failpoints`]).
@@ -63,64 +60,6 @@ pub async fn listen(address: SocketAddr) -> Result<TcpListener, String> {
     println!("listening on {bound}");
     let _ = std::io::stdout().flush();
     Ok(listener)
-}
-
-/// Records metrics from now on and serves them in Prometheus's text format
-/// at every path of `address` (HTTP/1.1), printing `metrics on <ADDR>` (the
-/// port actually bound, for `:0`). `buckets` are the histograms' bucket
-/// bounds in seconds; empty keeps the exporter's summaries.
-pub async fn serve_metrics(address: SocketAddr, buckets: &[f64]) -> Result<SocketAddr, String> {
-    let mut builder = metrics_exporter_prometheus::PrometheusBuilder::new();
-    if !buckets.is_empty() {
-        builder = builder.set_buckets(buckets).map_err(|error| format!("metrics buckets: {error}"))?;
-    }
-    let listener =
-        TcpListener::bind(address).await.map_err(|error| format!("cannot serve metrics on {address}: {error}"))?;
-    let bound = listener.local_addr().map_err(|error| format!("cannot serve metrics on {address}: {error}"))?;
-    let handle = builder.install_recorder().map_err(|error| format!("cannot record metrics: {error}"))?;
-    println!("metrics on {bound}");
-    let _ = std::io::stdout().flush();
-    tokio::spawn(metrics_endpoint(listener, handle));
-    Ok(bound)
-}
-
-/// Answers every request on `listener` with the metrics `handle` renders,
-/// and keeps the recorder's histograms drained meanwhile.
-async fn metrics_endpoint(listener: TcpListener, handle: metrics_exporter_prometheus::PrometheusHandle) {
-    let upkeep = handle.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
-        loop {
-            tick.tick().await;
-            upkeep.run_upkeep();
-        }
-    });
-    loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(error) => {
-                // Out of file descriptors, most likely: wait, then go on.
-                tracing::warn!(%error, "the metrics endpoint could not accept a connection");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let handle = handle.clone();
-        tokio::spawn(async move {
-            let render = hyper::service::service_fn(move |_request| {
-                let body = http_body_util::Full::new(hyper::body::Bytes::from(handle.render()));
-                let mut response = hyper::Response::new(body);
-                response.headers_mut().insert(
-                    hyper::header::CONTENT_TYPE,
-                    hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
-                );
-                std::future::ready(Ok::<_, std::convert::Infallible>(response))
-            });
-            let io = hyper_util::rt::TokioIo::new(stream);
-            // A client that goes away mid-request ends only its connection.
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, render).await;
-        });
-    }
 }
 
 /// Prints `<program>: <error>` on stderr and returns exit status `code`.

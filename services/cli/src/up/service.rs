@@ -85,22 +85,14 @@ impl Service {
         self.name
     }
 
-    /// Waits for the `listening on <ADDR>` line and returns ADDR (a
-    /// `metrics on <ADDR>` line may come first). The rest of stdout is then
-    /// discarded in the background, so that the child never blocks on a
-    /// full pipe.
+    /// Waits for the `listening on <ADDR>` line and returns ADDR. The rest of
+    /// stdout is then discarded in the background, so that the child never
+    /// blocks on a full pipe.
     pub async fn listening(&mut self) -> Result<String, StartError> {
         let name = self.name;
-        let line = tokio::time::timeout(LISTEN_TIMEOUT, async {
-            loop {
-                let line = self.next_line().await?;
-                if !line.starts_with("metrics on ") {
-                    return Ok::<_, StartError>(line);
-                }
-            }
-        })
-        .await
-        .map_err(|_| StartError::Silent { name })??;
+        let line = tokio::time::timeout(LISTEN_TIMEOUT, self.first_line())
+            .await
+            .map_err(|_| StartError::Silent { name })??;
         let Some(addr) = line.trim_end().strip_prefix("listening on ") else {
             return Err(StartError::Unexpected { name, line });
         };
@@ -112,9 +104,9 @@ impl Service {
         Ok(addr.to_owned())
     }
 
-    /// The next line of stdout; if stdout closes first, the child has
-    /// exited (or is about to), and its exit status is the error.
-    async fn next_line(&mut self) -> Result<String, StartError> {
+    /// The first line of stdout; if stdout closes first, the child has exited
+    /// (or is about to), and its exit status is the error.
+    async fn first_line(&mut self) -> Result<String, StartError> {
         let name = self.name;
         let mut line = String::new();
         let read = match self.stdout.as_mut() {

@@ -101,8 +101,6 @@ pub fn failpoint_binaries() -> (PathBuf, PathBuf) {
 pub struct Worker {
     child: Child,
     pub addr: String,
-    /// The metrics endpoint, when it serves one.
-    pub metrics: Option<String>,
     front: String,
     index_dir: PathBuf,
     binary: PathBuf,
@@ -130,15 +128,8 @@ impl Worker {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn agentvfs-worker");
-        let Started { addr, metrics } = started(&mut child).await.expect("the worker exited before it listened");
-        Worker {
-            child,
-            addr,
-            metrics,
-            front: front.to_owned(),
-            index_dir: index_dir.to_owned(),
-            binary: binary.to_owned(),
-        }
+        let addr = listening(&mut child).await.expect("the worker exited before it listened");
+        Worker { child, addr, front: front.to_owned(), index_dir: index_dir.to_owned(), binary: binary.to_owned() }
     }
 
     /// Starts it again on the same address with extra environment variables.
@@ -229,8 +220,10 @@ pub async fn with_front_port<T>(mut start: impl AsyncFnMut(&str) -> Option<T>) -
     panic!("the front exited before it listened, {PORT_ATTEMPTS} times");
 }
 
-/// A free loopback port (bound, then released): for a process that must be
-/// told its address before it starts; anything else listens on port 0.
+/// A free loopback port (bound, then released): for an address a process
+/// must be told before it starts (a front's, for its workers; a metrics
+/// endpoint's, which the process does not print); anything else listens on
+/// port 0.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
@@ -286,34 +279,17 @@ impl Stack {
     }
 }
 
-/// What a server process printed as it started: its address, and its
-/// metrics endpoint's when it serves one.
-struct Started {
-    addr: String,
-    metrics: Option<String>,
-}
-
-/// Reads the lines a server prints as it starts, up to `listening on`;
-/// `None` when it exits first.
-async fn started(child: &mut Child) -> Option<Started> {
+/// The address a server prints once it listens (`listening on ADDR`, its
+/// only line on stdout); `None` when it exits first.
+async fn listening(child: &mut Child) -> Option<String> {
     let stdout = child.stdout.take().expect("stdout");
     tokio::task::spawn_blocking(move || {
-        let mut stdout = BufReader::new(stdout);
-        let mut metrics = None;
-        loop {
-            let mut line = String::new();
-            if stdout.read_line(&mut line).expect("read stdout") == 0 {
-                return None;
-            }
-            let line = line.trim();
-            if let Some(addr) = line.strip_prefix("listening on ") {
-                return Some(Started { addr: addr.to_owned(), metrics });
-            }
-            match line.strip_prefix("metrics on ") {
-                Some(addr) => metrics = Some(addr.to_owned()),
-                None => panic!("unexpected line {line:?} before `listening on`"),
-            }
+        let mut line = String::new();
+        if BufReader::new(stdout).read_line(&mut line).expect("read stdout") == 0 {
+            return None;
         }
+        let addr = line.trim().strip_prefix("listening on ");
+        Some(addr.unwrap_or_else(|| panic!("unexpected first line {line:?}")).to_owned())
     })
     .await
     .expect("join")
@@ -323,8 +299,6 @@ async fn started(child: &mut Child) -> Option<Started> {
 pub struct Front {
     child: Child,
     pub addr: String,
-    /// The metrics endpoint, when it serves one (`--metrics-listen`).
-    pub metrics: Option<String>,
     pub data_dir: PathBuf,
     extra_args: Vec<String>,
     binary: PathBuf,
@@ -332,11 +306,6 @@ pub struct Front {
 }
 
 impl Front {
-    /// The metrics endpoint of a front started with `--metrics-listen`.
-    pub fn metrics_addr(&self) -> &str {
-        self.metrics.as_deref().expect("the front was started with --metrics-listen")
-    }
-
     /// Starts a dev-mode front on a fresh temporary store.
     pub async fn start() -> Front {
         Self::start_with(&[]).await
@@ -437,16 +406,9 @@ impl Front {
             command.args(["--rate-limit", "0"]);
         }
         let mut child = command.spawn().expect("spawn agentvfs-front");
-        let Started { addr, metrics } = started(&mut child).await?;
-        let front = Front {
-            child,
-            addr,
-            metrics,
-            data_dir: data_dir.to_owned(),
-            extra_args,
-            binary: binary.to_owned(),
-            _temp: None,
-        };
+        let addr = listening(&mut child).await?;
+        let front =
+            Front { child, addr, data_dir: data_dir.to_owned(), extra_args, binary: binary.to_owned(), _temp: None };
         front.wait_serving().await;
         Some(front)
     }

@@ -30,7 +30,7 @@ pub struct Paging {
     #[arg(long)]
     pub all: bool,
     /// Continue a listing from this token.
-    #[arg(long, value_name = "TOKEN", default_value = "")]
+    #[arg(long, value_name = "TOKEN", default_value = "", allow_hyphen_values = true)]
     pub page_token: String,
     /// Entries per page (0 = the server default).
     #[arg(long, value_name = "N", default_value_t = 0)]

@@ -21,7 +21,7 @@ pub enum SpaceCommand {
         /// File quota (0 = the server default).
         #[arg(long, default_value_t = 0)]
         files: u64,
-        #[arg(long, value_name = "KEY", default_value = "")]
+        #[arg(long, value_name = "KEY", default_value = "", allow_hyphen_values = true)]
         idempotency_key: String,
     },
     /// List the spaces you hold a role in.
@@ -35,7 +35,7 @@ pub enum SpaceCommand {
         /// The space's name again, to confirm.
         #[arg(long, required = true)]
         confirm: String,
-        #[arg(long, value_name = "KEY", default_value = "")]
+        #[arg(long, value_name = "KEY", default_value = "", allow_hyphen_values = true)]
         idempotency_key: String,
     },
 }
@@ -99,7 +99,7 @@ pub enum AccessCommand {
         principal: String,
         /// viewer, editor, owner or none.
         role: String,
-        #[arg(long, value_name = "KEY", default_value = "")]
+        #[arg(long, value_name = "KEY", default_value = "", allow_hyphen_values = true)]
         idempotency_key: String,
     },
 }
@@ -127,7 +127,7 @@ pub enum QuotaCommand {
         bytes: u64,
         #[arg(long, default_value_t = 0)]
         files: u64,
-        #[arg(long, value_name = "KEY", default_value = "")]
+        #[arg(long, value_name = "KEY", default_value = "", allow_hyphen_values = true)]
         idempotency_key: String,
     },
 }
@@ -148,7 +148,7 @@ pub enum FunctionsCommand {
         /// JSON array (`-` = stdin) of `FunctionSpec`s in proto JSON: name,
         /// description, parametersJsonSchema, returns, examples.
         functions: PathBuf,
-        #[arg(long, value_name = "KEY", default_value = "")]
+        #[arg(long, value_name = "KEY", default_value = "", allow_hyphen_values = true)]
         idempotency_key: String,
     },
 }

@@ -18,7 +18,7 @@ pub struct BatchArgs {
     #[arg(long, requires = "idempotency_key")]
     apply: bool,
     /// Required with --apply, so that a retried apply cannot run twice.
-    #[arg(long, value_name = "KEY", default_value = "")]
+    #[arg(long, value_name = "KEY", default_value = "", allow_hyphen_values = true)]
     idempotency_key: String,
     /// Acknowledge that a cross-space move changes who can see the content.
     #[arg(long)]

@@ -191,7 +191,7 @@ pub struct WriteArgs {
     /// File (path or reference).
     path: String,
     /// The content; without it, stdin is written (bytes that are not UTF-8 are stored as they are).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     content: Option<String>,
     /// Add to the end of the file.
     #[arg(long, conflicts_with = "create_new")]
@@ -202,7 +202,7 @@ pub struct WriteArgs {
     /// Fail unless the latest version is N (0 = the file must not exist).
     #[arg(long, value_name = "N")]
     expected_version: Option<u64>,
-    #[arg(long, value_name = "KEY", default_value = "")]
+    #[arg(long, value_name = "KEY", default_value = "", allow_hyphen_values = true)]
     idempotency_key: String,
 }
 
@@ -265,7 +265,7 @@ pub struct EditArgs {
     #[arg(long, requires = "idempotency_key")]
     apply: bool,
     /// Required with --apply, so that a retried apply cannot edit twice.
-    #[arg(long, value_name = "KEY", default_value = "")]
+    #[arg(long, value_name = "KEY", default_value = "", allow_hyphen_values = true)]
     idempotency_key: String,
 }
 
@@ -356,7 +356,7 @@ pub async fn resolve(ctx: &mut Context, args: ResolveArgs) -> Result<(), CliErro
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use super::parse_lines;
+    use super::{LsArgs, WriteArgs, parse_lines};
 
     #[test]
     fn lines_are_offset_and_limit() {
@@ -365,5 +365,25 @@ mod tests {
         assert!(parse_lines("0:2").is_err());
         assert!(parse_lines("5:3").is_err());
         assert!(parse_lines("x").is_err());
+    }
+
+    /// Page tokens are base64url, and contents and idempotency keys are the
+    /// caller's: any of them may begin with `-` and is still a value.
+    #[test]
+    fn values_that_begin_with_a_dash_are_values() {
+        use clap::Parser;
+        #[derive(Parser)]
+        enum Command {
+            Ls(LsArgs),
+            Write(WriteArgs),
+        }
+        let parse = |args: &[&str]| Command::try_parse_from(["agentvfs"].iter().chain(args)).unwrap();
+        let Command::Ls(ls) = parse(&["ls", "--page-token", "-owyYmPtM", "--all"]) else { panic!("not ls") };
+        assert_eq!((ls.paging.page_token.as_str(), ls.paging.all), ("-owyYmPtM", true));
+        let Command::Write(write) = parse(&["write", "/list.md", "--content", "- item", "--idempotency-key", "-k"])
+        else {
+            panic!("not write")
+        };
+        assert_eq!((write.content.as_deref(), write.idempotency_key.as_str()), (Some("- item"), "-k"));
     }
 }

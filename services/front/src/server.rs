@@ -91,6 +91,7 @@ pub async fn serve(
         workers: workers.clone(),
         grep: Arc::new(Grep::new(store.clone(), workers.clone(), grep_budget)),
         in_flight: crate::app::InFlight::new(config.lease),
+        turns: crate::grpc::Turns::new(!store.shared()),
         admission: crate::admission::Admission::new(config.max_in_flight, config.rate_limit),
         index_progress: index_progress.clone(),
     });

@@ -167,7 +167,8 @@ impl FileSystem for Services {
         if req.dry_run {
             handler::run(&front, move |front| edit::edit(front, &caller, req)).await
         } else {
-            handler::run_durable(&front, move |front| edit::edit(front, &caller, req)).await
+            let turn = req.space.clone();
+            handler::run_change(&front, &turn, move |front| edit::edit(front, &caller, req)).await
         }
     }
 
@@ -195,7 +196,8 @@ impl FileSystem for Services {
         })
         .await?;
         let data = transfer::receive_data(&mut stream, &header, front.store.limits().max_file_bytes).await?;
-        handler::run_durable(&front, move |front| transfer::store_upload(front, &caller, header, data)).await
+        let turn = header.space.clone();
+        handler::run_change(&front, &turn, move |front| transfer::store_upload(front, &caller, header, data)).await
     }
 
     async fn download(
@@ -242,7 +244,8 @@ impl FileSystem for Services {
             (req.space, req.path, req.base, req.expected_version, req.idempotency_key);
         // A replayed or unchanged answer also waits for the flush: the
         // original change may not be on disk yet.
-        handler::run_durable(&front, move |front| {
+        let turn = space.clone();
+        handler::run_change(&front, &turn, move |front| {
             let target = front.target(&caller, &space, &path, &base, "path", Need::Write)?;
             let space_id = target.space.id.to_string();
             idempotency::run(front, &caller, &space_id, "Write", &key, fingerprint, |claim| {
@@ -280,7 +283,8 @@ impl FileSystem for Services {
         let caller = front.caller(&request)?;
         let req = request.into_inner();
         // Also for replays and kept failures: their receipts must be on disk.
-        handler::run_durable(&front, move |front| super::batch::batch(front, &caller, &req)).await
+        let turn = req.space.clone();
+        handler::run_change(&front, &turn, move |front| super::batch::batch(front, &caller, &req)).await
     }
 
     async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<BoxStream<pb::WatchEvent>>, Status> {

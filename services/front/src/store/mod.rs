@@ -233,9 +233,16 @@ impl Store {
             .map_err(|e| Error::internal(format!("store task failed: {e}")))?
     }
 
-    /// Resolves once every change committed so far is durable.
-    pub async fn durable(&self) -> Result<()> {
-        self.engine().durable().await
+    /// Resolves once every change committed before the call is durable
+    /// (the call itself queues for that; the future only waits).
+    pub fn durable(&self) -> engine::Durable {
+        self.engine().durable()
+    }
+
+    /// Notes that a change is on its way to a commit until the value drops
+    /// (see [`engine::Engine::expect_commit`]).
+    pub fn expect_commit(&self) -> engine::Expected {
+        self.engine().expect_commit()
     }
 
     /// Seals the store, then makes everything durable and stops background

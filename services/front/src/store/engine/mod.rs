@@ -172,6 +172,14 @@ pub trait Engine: Send + Sync + fmt::Debug {
     /// Resolves once every transaction committed before the call is durable.
     fn durable(&self) -> Durable;
 
+    /// Notes that a change is on its way to a commit until the returned
+    /// value drops. An engine that makes commits durable in groups waits a
+    /// moment for such changes before it flushes, so that one flush covers
+    /// them too.
+    fn expect_commit(&self) -> Expected {
+        Box::new(())
+    }
+
     /// Refuses a change that brings `incoming` new bytes and releases
     /// `released_chunks` content chunks when the engine could not store it
     /// safely (a nearly full disk).
@@ -211,6 +219,9 @@ pub trait Engine: Send + Sync + fmt::Debug {
 
 /// Rows locked by [`Engine::hold`], released on drop.
 pub type Held = Box<dyn Send>;
+
+/// A change [`Engine::expect_commit`] waits for, until it drops.
+pub type Expected = Box<dyn Send>;
 
 /// The reads and writes of one transaction.
 pub trait Tx {

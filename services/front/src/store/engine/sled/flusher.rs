@@ -7,16 +7,27 @@
 //! flush, which starts after its commit: an acknowledged write is always on
 //! disk. `flush_async` is never used (sled 0.34 can deadlock in it).
 //!
+//! sled's flush and its transactions exclude each other (both take its
+//! concurrency-control lock, the flush for the whole write to disk), and
+//! the changes of one space commit one at a time. Flushing as soon as a
+//! waiter arrives would then cover one writer per flush and stall the next
+//! commit behind each. So while changes are on their way to a commit
+//! ([`Flusher::expect`]), the flusher waits up to [`GATHER`] for them to
+//! join the batch; a writer alone is flushed at once.
+//!
 //! A flush that fails trips the engine's [`Latch`]: its waiters, and every
 //! waiter after them, get the latched error, and no flush runs again.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
 use super::failure::Latch;
 use crate::error::{Error, Result};
+use crate::store::engine::Durable;
 
 /// How mutations are made durable before they are acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Deserialize)]
@@ -40,9 +51,30 @@ struct Queue {
     closed: bool,
 }
 
+/// The longest a flush waits for changes on their way to a commit: the
+/// latency a write may gain under load, never alone.
+const GATHER: Duration = Duration::from_millis(2);
+
 struct Shared {
     queue: Mutex<Queue>,
     wake: Condvar,
+    /// Changes on their way to a commit.
+    coming: AtomicUsize,
+    /// Flushes made by the flusher thread so far.
+    flushes: AtomicUsize,
+}
+
+/// A change on its way to a commit, counted until it drops.
+pub struct Expected(Arc<Shared>);
+
+impl Drop for Expected {
+    fn drop(&mut self) {
+        if self.0.coming.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // Under the lock, so that a flusher about to wait sees it.
+            drop(lock(&self.0.queue));
+            self.0.wake.notify_one();
+        }
+    }
 }
 
 /// Makes committed writes durable; see the module docs.
@@ -62,39 +94,66 @@ impl std::fmt::Debug for Flusher {
 
 impl Flusher {
     pub fn start(db: sled::Db, mode: Durability, latch: Arc<Latch>) -> std::io::Result<Self> {
-        let shared = Arc::new(Shared { queue: Mutex::default(), wake: Condvar::new() });
+        Self::gathering_for(db, mode, latch, GATHER)
+    }
+
+    /// [`Flusher::start`] with another longest wait for changes on their
+    /// way than [`GATHER`].
+    fn gathering_for(db: sled::Db, mode: Durability, latch: Arc<Latch>, gather: Duration) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared {
+            queue: Mutex::default(),
+            wake: Condvar::new(),
+            coming: AtomicUsize::new(0),
+            flushes: AtomicUsize::new(0),
+        });
         let thread = if mode == Durability::Group {
             let (db, shared, latch) = (db.clone(), shared.clone(), latch.clone());
-            Some(thread::Builder::new().name("store-flusher".into()).spawn(move || run(&db, &shared, &latch))?)
+            let run = move || run(&db, &shared, &latch, gather);
+            Some(thread::Builder::new().name("store-flusher".into()).spawn(run)?)
         } else {
             None
         };
         Ok(Self { mode, db, latch, shared, thread: Mutex::new(thread) })
     }
 
-    /// Resolves once everything committed before the call is on disk.
-    pub async fn wait(&self) -> Result<()> {
-        self.latch.check()?;
+    /// Counts a change on its way to a commit until the value drops.
+    pub fn expect(&self) -> Expected {
+        self.shared.coming.fetch_add(1, Ordering::AcqRel);
+        Expected(self.shared.clone())
+    }
+
+    /// Resolves once everything committed before the call is on disk. The
+    /// call queues the waiter; the future only waits for its answer.
+    pub fn wait(&self) -> Durable {
+        if let Err(error) = self.latch.check() {
+            return Box::pin(std::future::ready(Err(error)));
+        }
         match self.mode {
-            Durability::Off => Ok(()),
+            Durability::Off => Box::pin(std::future::ready(Ok(()))),
             Durability::PerWrite => {
                 let (db, latch) = (self.db.clone(), self.latch.clone());
-                tokio::task::spawn_blocking(move || flush_or_trip(&db, &latch))
-                    .await
-                    .map_err(|e| Error::internal(format!("flush task: {e}")))?
+                Box::pin(async move {
+                    tokio::task::spawn_blocking(move || flush_or_trip(&db, &latch))
+                        .await
+                        .map_err(|e| Error::internal(format!("flush task: {e}")))?
+                })
             }
             Durability::Group => {
                 let (tx, rx) = oneshot::channel();
-                {
+                let first = {
                     let mut queue = lock(&self.shared.queue);
                     if queue.closed {
                         drop(queue);
-                        return flush_or_trip(&self.db, &self.latch);
+                        return Box::pin(std::future::ready(flush_or_trip(&self.db, &self.latch)));
                     }
                     queue.waiters.push(tx);
+                    queue.waiters.len() == 1
+                };
+                // A flusher gathering a batch needs no wake-up per waiter.
+                if first {
+                    self.shared.wake.notify_one();
                 }
-                self.shared.wake.notify_one();
-                rx.await.map_err(|_| Error::internal("the flusher stopped before answering"))?
+                Box::pin(async move { rx.await.map_err(|_| Error::internal("the flusher stopped before answering"))? })
             }
         }
     }
@@ -137,7 +196,7 @@ pub fn flush_or_trip(db: &sled::Db, latch: &Latch) -> Result<()> {
     flush(db).map_err(|error| latch.trip(format_args!("flush: {error}")))
 }
 
-fn run(db: &sled::Db, shared: &Shared, latch: &Latch) {
+fn run(db: &sled::Db, shared: &Shared, latch: &Latch, gather: Duration) {
     loop {
         let batch = {
             let mut queue = lock(&shared.queue);
@@ -147,15 +206,76 @@ fn run(db: &sled::Db, shared: &Shared, latch: &Latch) {
             if queue.waiters.is_empty() {
                 return;
             }
+            let deadline = Instant::now() + gather;
+            while shared.coming.load(Ordering::Acquire) > 0 && !queue.closed {
+                let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else {
+                    break;
+                };
+                queue = shared.wake.wait_timeout(queue, left).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+            }
             std::mem::take(&mut queue.waiters)
         };
         let started = std::time::Instant::now();
         let result = flush_or_trip(db, latch);
+        shared.flushes.fetch_add(1, Ordering::Relaxed);
         fault_point!("store::after_flush");
         metrics::histogram!("agentvfs_flush_batch_writers").record(batch.len() as f64);
         metrics::histogram!("agentvfs_flush_duration_seconds").record(started.elapsed().as_secs_f64());
         for waiter in batch {
             let _ = waiter.send(result.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn flusher(dir: &tempfile::TempDir, gather: Duration) -> (sled::Db, Flusher) {
+        let db = sled::Config::new().path(dir.path()).open().unwrap();
+        let flusher = Flusher::gathering_for(db.clone(), Durability::Group, Arc::default(), gather).unwrap();
+        (db, flusher)
+    }
+
+    fn flushes(flusher: &Flusher) -> usize {
+        flusher.shared.flushes.load(Ordering::Relaxed)
+    }
+
+    /// While a change is on its way to a commit, the flush for the writers
+    /// before it waits, and then one flush answers them and the change.
+    #[tokio::test]
+    async fn a_flush_waits_for_the_change_on_its_way_and_covers_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, flusher) = flusher(&dir, Duration::from_secs(60));
+        let coming = flusher.expect();
+        db.insert("first", "committed").unwrap();
+        let first = tokio::spawn(flusher.wait());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(flushes(&flusher), 0, "no flush while a change is on its way");
+        assert!(!first.is_finished());
+
+        db.insert("second", "committed").unwrap();
+        let second = flusher.wait();
+        drop(coming);
+        second.await.unwrap();
+        first.await.unwrap().unwrap();
+        assert_eq!(flushes(&flusher), 1, "one flush answers both");
+    }
+
+    /// A writer with no change on its way behind it is flushed at once, and
+    /// a change that waits longer than the gathering does not hold it.
+    #[tokio::test]
+    async fn a_writer_alone_is_flushed_at_once_and_a_slow_change_is_not_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, flusher) = flusher(&dir, Duration::from_millis(50));
+        db.insert("alone", "committed").unwrap();
+        flusher.wait().await.unwrap();
+        assert_eq!(flushes(&flusher), 1);
+
+        let _slow = flusher.expect();
+        db.insert("before the slow one", "committed").unwrap();
+        flusher.wait().await.unwrap();
+        assert_eq!(flushes(&flusher), 2);
     }
 }

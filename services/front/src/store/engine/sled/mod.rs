@@ -24,7 +24,7 @@ use sled::transaction::{
 
 pub use flusher::Durability;
 
-use super::{Durable, Engine, Entries, Health, KeyRange, Table, Tx};
+use super::{Durable, Engine, Entries, Expected, Health, KeyRange, Table, Tx};
 use crate::error::{Error, Reason, Result};
 use crate::store::{OpenError, content};
 
@@ -213,8 +213,11 @@ impl Engine for SledEngine {
     }
 
     fn durable(&self) -> Durable {
-        let flusher = self.flusher.clone();
-        Box::pin(async move { flusher.wait().await })
+        self.flusher.wait()
+    }
+
+    fn expect_commit(&self) -> Expected {
+        Box::new(self.flusher.expect())
     }
 
     fn check_room(&self, incoming: u64, released_chunks: u64) -> Result<()> {

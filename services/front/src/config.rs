@@ -122,6 +122,10 @@ pub struct Options {
     /// Address to serve Prometheus metrics on (`/metrics`); none by default.
     #[arg(long, env = "AGENTVFS_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Address to serve HTTP on: `POST /api/v1/fs/{rpc}` and
+    /// `/api/v1/admin/{rpc}`, proto3 JSON; none by default.
+    #[arg(long, env = "AGENTVFS_HTTP_LISTEN")]
+    pub http_listen: Option<SocketAddr>,
     /// Free disk space to keep; writes that would go below it are STORAGE_FULL.
     #[arg(long, env = "AGENTVFS_MIN_FREE_BYTES")]
     pub min_free_bytes: Option<u64>,
@@ -202,6 +206,7 @@ pub struct Config {
     pub max_in_flight: usize,
     pub rate_limit: u32,
     pub metrics_listen: Option<SocketAddr>,
+    pub http_listen: Option<SocketAddr>,
     pub store_threads: usize,
 }
 
@@ -260,6 +265,7 @@ impl Options {
             max_subtree_entries: self.max_subtree_entries.or(file.max_subtree_entries),
             store_threads: self.store_threads.or(file.store_threads),
             metrics_listen: self.metrics_listen.or(file.metrics_listen),
+            http_listen: self.http_listen.or(file.http_listen),
             rate_limit: self.rate_limit.or(file.rate_limit),
             session_idle_seconds: self.session_idle_seconds.or(file.session_idle_seconds),
             print_config: self.print_config,
@@ -325,6 +331,7 @@ impl Options {
             max_in_flight: self.max_in_flight.unwrap_or(4096),
             rate_limit: self.rate_limit.unwrap_or(5000),
             metrics_listen: self.metrics_listen,
+            http_listen: self.http_listen,
             store_threads: self.store_threads.unwrap_or(512),
         };
         config.validate()?;
@@ -407,7 +414,7 @@ impl Config {
              drain-seconds = {}\n\
              request-timeout-seconds = {}\n\
              session-capacity = {}\nsession-idle-seconds = {}\ngrep-concurrency = {}\ngrep-queue = {}\n\
-             grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\nmax-in-flight = {}\nrate-limit = {}\nmetrics-listen = {:?}\n",
+             grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\nmax-in-flight = {}\nrate-limit = {}\nmetrics-listen = {:?}\nhttp-listen = {:?}\n",
             self.listen,
             self.database.as_ref().map_or_else(
                 || format!("data-dir = \"{}\"\n", self.data_dir.display()),
@@ -448,6 +455,7 @@ impl Config {
             self.max_in_flight,
             self.rate_limit,
             self.metrics_listen.map(|a| a.to_string()),
+            self.http_listen.map(|a| a.to_string()),
         )
     }
 }

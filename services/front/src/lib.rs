@@ -49,6 +49,7 @@ pub mod path;
 #[doc(hidden)]
 pub mod properties;
 pub mod reference;
+pub mod rest;
 pub mod server;
 pub mod sessions;
 pub mod store;

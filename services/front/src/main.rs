@@ -67,11 +67,20 @@ fn main() -> ExitCode {
             Ok(shutdown) => shutdown,
             Err(error) => return fail(1, &format!("cannot catch signals: {error}")),
         };
+        // Bound before `listening on` is printed, which says the front is
+        // reachable on every address it was given.
+        let http = match config.http_listen {
+            Some(address) => match tokio::net::TcpListener::bind(address).await {
+                Ok(listener) => Some(listener),
+                Err(error) => return fail(1, &format!("cannot serve HTTP on {address}: {error}")),
+            },
+            None => None,
+        };
         let listener = match agentvfs_process::listen(config.listen).await {
             Ok(listener) => listener,
             Err(error) => return fail(1, &error),
         };
-        match server::serve(&config, store, auth, listener, shutdown).await {
+        match server::serve(&config, store, auth, server::Listeners { grpc: listener, http }, shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => fail(1, &error),
         }

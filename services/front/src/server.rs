@@ -37,6 +37,13 @@ pub enum ServeError {
     Store(#[from] crate::error::Error),
 }
 
+/// Where the front serves: gRPC, and HTTP when `--http-listen` is given.
+#[derive(Debug)]
+pub struct Listeners {
+    pub grpc: TcpListener,
+    pub http: Option<TcpListener>,
+}
+
 /// Serves until `shutdown` resolves, then drains: health turns NOT_SERVING,
 /// the listener closes, in-flight calls get `config.drain` to finish, and the
 /// store is flushed.
@@ -44,9 +51,10 @@ pub async fn serve(
     config: &Config,
     store: Store,
     auth: Authenticator,
-    listener: TcpListener,
+    listeners: Listeners,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
+    let Listeners { grpc: listener, http: http_listener } = listeners;
     // First, so that nothing recorded while starting up is lost.
     if let Some(address) = config.metrics_listen {
         crate::metrics::install(address).map_err(ServeError::Config)?;
@@ -136,6 +144,18 @@ pub async fn serve(
     // health NOT_SERVING, so that it cannot turn it back.
     let store_health = tokio::spawn(follow_store_health(store.clone(), health.clone()));
     background.spawn(crate::metrics::sample(store.clone(), workers.clone(), index_progress.clone()));
+    // HTTP calls become gRPC calls to the same services through the same
+    // layers, in process (see `rest`).
+    let http = http_listener.map(|listener| {
+        let grpc = tower::ServiceBuilder::new()
+            .layer(crate::metrics::RpcMetricsLayer)
+            .layer(crate::grpc::limits::CallLimitsLayer { message_bytes: limit, timeout: config.request_timeout })
+            .service(tonic::service::Routes::new(filesystem.clone()).add_service(admin.clone()));
+        // JSON spells bytes in base64 and escapes text: a body may be
+        // larger than the message it carries, which the gRPC limit bounds.
+        let max_body = limit.saturating_mul(2);
+        tokio::spawn(crate::rest::serve(listener, tower::util::BoxCloneSyncService::new(grpc), max_body))
+    });
     let server = Server::builder()
         .layer(crate::metrics::RpcMetricsLayer)
         .layer(crate::grpc::limits::CallLimitsLayer { message_bytes: limit, timeout: config.request_timeout })
@@ -196,6 +216,12 @@ pub async fn serve(
         Err(_) => {
             tracing::warn!(deadline = ?config.drain, "drain deadline passed; closing remaining calls")
         }
+    }
+    // New HTTP calls were refused since admission closed; what is left
+    // had the gRPC drain to finish.
+    if let Some(http) = http {
+        http.abort();
+        let _ = http.await;
     }
     if shared {
         // Another front takes the background work over at once.

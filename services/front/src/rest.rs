@@ -1,0 +1,398 @@
+//! HTTP for callers that do not speak gRPC (SPEC §11): `POST
+//! /api/v1/fs/{rpc}` and `POST /api/v1/admin/{rpc}`, the request message in
+//! proto3 JSON, the response message in proto3 JSON.
+//!
+//! A call is turned into the gRPC call it names and served in process by
+//! the same services and layers as gRPC (authentication, limits,
+//! admission, deadlines, request IDs, metrics), so each RPC has one
+//! implementation. JSON is read and written with the proto descriptors
+//! the build compiled (`prost-reflect`): no message has a hand-written
+//! JSON form. A failed call answers with the HTTP status of its gRPC code
+//! (Google's mapping) and Google's JSON error body, whose `details` carry
+//! the same `ErrorInfo`, `BadRequest`, … as the gRPC status, and with
+//! `Retry-After` when the error says when to retry.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use prost::Message as _;
+use prost::bytes::{Buf, Bytes};
+use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage, MethodDescriptor, SerializeOptions, Value};
+use tokio::net::TcpListener;
+use tonic::Code;
+use tower::ServiceExt as _;
+use tower::util::BoxCloneSyncService;
+
+/// The in-process gRPC service every HTTP call is turned into.
+pub type Grpc = BoxCloneSyncService<Request<tonic::body::Body>, Response<tonic::body::Body>, Infallible>;
+
+/// Serves HTTP on `listener` until the task is dropped, which ends every
+/// connection.
+pub async fn serve(listener: TcpListener, grpc: Grpc, max_body: usize) {
+    let gateway = Arc::new(Gateway::new(grpc, max_body));
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "cannot accept an HTTP connection");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let gateway = gateway.clone();
+        connections.spawn(serve_connection(stream, peer, gateway));
+        while connections.try_join_next().is_some() {}
+    }
+}
+
+async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, gateway: Arc<Gateway>) {
+    let service = hyper::service::service_fn(move |request| {
+        let gateway = gateway.clone();
+        async move { Ok::<_, Infallible>(gateway.handle(request).await) }
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    if let Err(error) = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await {
+        tracing::debug!(%peer, %error, "HTTP connection ended");
+    }
+}
+
+struct Gateway {
+    grpc: Grpc,
+    pool: DescriptorPool,
+    max_body: usize,
+}
+
+/// Headers a gRPC call must not take from the HTTP request.
+const NOT_FORWARDED: &[header::HeaderName] = &[
+    header::CONTENT_TYPE,
+    header::CONTENT_LENGTH,
+    header::TE,
+    header::HOST,
+    header::CONNECTION,
+    header::TRANSFER_ENCODING,
+    header::ACCEPT,
+    header::ACCEPT_ENCODING,
+];
+
+impl Gateway {
+    fn new(grpc: Grpc, max_body: usize) -> Gateway {
+        let pool = DescriptorPool::decode(agentvfs_proto::FILE_DESCRIPTOR_SET)
+            .expect("the descriptors compiled into agentvfs-proto decode");
+        Gateway { grpc, pool, max_body }
+    }
+
+    async fn handle(&self, request: Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
+        match self.call(request).await {
+            Ok(response) => response,
+            Err(failure) => failure.into_response(),
+        }
+    }
+
+    async fn call(&self, request: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, Failure> {
+        let method = self.route(request.method(), request.uri().path())?;
+        let json = request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_none_or(|value| value.split(';').next().is_some_and(|kind| kind.trim() == "application/json"));
+        if !json {
+            return Err(Failure::local(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                Code::InvalidArgument,
+                "The request body must be proto3 JSON (Content-Type: application/json).",
+            ));
+        }
+        let (parts, body) = request.into_parts();
+        let body = match Limited::new(body, self.max_body).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+                return Err(Failure::local_because(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    Code::InvalidArgument,
+                    "TOO_LARGE",
+                    format!("The request body is over the {}-byte limit; use Upload for large files.", self.max_body),
+                ));
+            }
+            Err(error) => {
+                return Err(Failure::local(
+                    StatusCode::BAD_REQUEST,
+                    Code::InvalidArgument,
+                    format!("The request body could not be read: {error}"),
+                ));
+            }
+        };
+        let mut message = parse(&method, &body)?;
+        if let Some(key) = parts.headers.get("idempotency-key").and_then(|value| value.to_str().ok())
+            && let Some(field) = method.input().get_field_by_name("idempotency_key")
+            && message.get_field(&field).as_str().is_some_and(str::is_empty)
+        {
+            message.set_field(&field, Value::String(key.to_owned()));
+        }
+
+        let grpc_request = grpc_request(&method, &parts.headers, &message);
+        let response = self.grpc.clone().oneshot(grpc_request).await.unwrap_or_else(|never| match never {});
+        let (head, body) = response.into_parts();
+        let collected = body.collect().await.map_err(|status| Failure::from_status(&self.pool, &status))?;
+        let trailers = collected.trailers().cloned().unwrap_or_default();
+        // A call that fails before its reply says so in the headers alone.
+        let status = tonic::Status::from_header_map(&head.headers)
+            .or_else(|| tonic::Status::from_header_map(&trailers))
+            .unwrap_or_else(|| tonic::Status::internal("The call ended without a gRPC status."));
+        if status.code() != Code::Ok {
+            return Err(Failure::from_status(&self.pool, &status));
+        }
+        let reply = unframe(collected.to_bytes())
+            .and_then(|bytes| DynamicMessage::decode(method.output(), bytes).ok())
+            .ok_or_else(|| {
+                Failure::local(StatusCode::INTERNAL_SERVER_ERROR, Code::Internal, "A reply could not be read.")
+            })?;
+        let json = reply
+            .serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new())
+            .map_err(|error| Failure::local(StatusCode::INTERNAL_SERVER_ERROR, Code::Internal, error.to_string()))?;
+        Ok(json_response(StatusCode::OK, &json))
+    }
+
+    /// The unary RPC a route names.
+    fn route(&self, method: &Method, path: &str) -> Result<MethodDescriptor, Failure> {
+        let not_found = || {
+            Failure::local(
+                StatusCode::NOT_FOUND,
+                Code::NotFound,
+                format!(
+                    "No route {path}: calls are POST /api/v1/fs/{{rpc}} or /api/v1/admin/{{rpc}}, {{rpc}} a unary RPC \
+                     in snake_case (read, list_versions, ...)."
+                ),
+            )
+        };
+        let (service, rpc) = match path.strip_prefix("/api/v1/").and_then(|rest| rest.split_once('/')) {
+            Some(("fs", rpc)) => ("agentvfs.v1.FileSystem", rpc),
+            Some(("admin", rpc)) => ("agentvfs.v1.Admin", rpc),
+            _ => return Err(not_found()),
+        };
+        let service = self.pool.get_service_by_name(service).ok_or_else(not_found)?;
+        let rpc = service
+            .methods()
+            .find(|m| snake_case(m.name()) == rpc && !m.is_client_streaming() && !m.is_server_streaming())
+            .ok_or_else(not_found)?;
+        if method != Method::POST {
+            return Err(Failure::local(
+                StatusCode::METHOD_NOT_ALLOWED,
+                Code::InvalidArgument,
+                format!("{path} takes POST, not {method}."),
+            ));
+        }
+        Ok(rpc)
+    }
+}
+
+/// The request message in `body`: proto3 JSON, either field spelling, no
+/// unknown field; an empty body is the empty message.
+fn parse(method: &MethodDescriptor, body: &[u8]) -> Result<DynamicMessage, Failure> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(DynamicMessage::new(method.input()));
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let options = DeserializeOptions::new().deny_unknown_fields(true);
+    DynamicMessage::deserialize_with_options(method.input(), &mut deserializer, &options)
+        .and_then(|message| deserializer.end().map(|()| message))
+        .map_err(|error| {
+            Failure::local(
+                StatusCode::BAD_REQUEST,
+                Code::InvalidArgument,
+                format!("The body is not a valid {} in proto3 JSON: {error}", method.input().name()),
+            )
+        })
+}
+
+/// The gRPC call for `message`, with the HTTP request's headers as metadata.
+fn grpc_request(
+    method: &MethodDescriptor,
+    headers: &HeaderMap,
+    message: &DynamicMessage,
+) -> Request<tonic::body::Body> {
+    let encoded = message.encode_to_vec();
+    let mut framed = Vec::with_capacity(5 + encoded.len());
+    framed.push(0);
+    framed.extend_from_slice(&u32::try_from(encoded.len()).unwrap_or(u32::MAX).to_be_bytes());
+    framed.extend_from_slice(&encoded);
+    let path = format!("/{}/{}", method.parent_service().full_name(), method.name());
+    let mut request = Request::builder()
+        .method(Method::POST)
+        .uri(path)
+        .version(http::Version::HTTP_2)
+        .body(tonic::body::Body::new(Full::new(Bytes::from(framed)).map_err(|never| match never {})))
+        .expect("a POST to a method path is a valid request");
+    let grpc_headers = request.headers_mut();
+    for (name, value) in headers {
+        if !NOT_FORWARDED.contains(name) && !name.as_str().starts_with("grpc-") {
+            grpc_headers.append(name, value.clone());
+        }
+    }
+    grpc_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    grpc_headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    request
+}
+
+/// The message of a one-message gRPC body.
+fn unframe(mut body: Bytes) -> Option<Bytes> {
+    if body.len() < 5 || body[0] != 0 {
+        return None;
+    }
+    body.advance(1);
+    let length = body.get_u32() as usize;
+    (body.len() == length).then_some(body)
+}
+
+fn json_response(status: StatusCode, json: &serde_json::Value) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(json.to_string())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// `ReadMany` as `read_many`.
+fn snake_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.char_indices() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// A failed call, as Google's JSON error body.
+struct Failure {
+    status: StatusCode,
+    body: serde_json::Value,
+    retry_after: Option<u64>,
+}
+
+impl Failure {
+    /// A failure of the HTTP layer itself (a route, a body).
+    fn local(status: StatusCode, code: Code, message: impl Into<String>) -> Failure {
+        Failure::local_because(status, code, code_name(code), message)
+    }
+
+    /// [`Failure::local`] with an `ErrorInfo` reason of its own.
+    fn local_because(status: StatusCode, code: Code, reason: &str, message: impl Into<String>) -> Failure {
+        let info = serde_json::json!({
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": reason,
+            "domain": "agentvfs",
+            "metadata": { "retryable": "false" },
+        });
+        let body = serde_json::json!({
+            "error": { "code": status.as_u16(), "status": code_name(code), "message": message.into(), "details": [info] }
+        });
+        Failure { status, body, retry_after: None }
+    }
+
+    /// The failure a gRPC status describes, its details decoded.
+    fn from_status(pool: &DescriptorPool, status: &tonic::Status) -> Failure {
+        let http = http_status(status.code());
+        let mut details = Vec::new();
+        let mut retry_after = None;
+        if let (false, Some(descriptor)) = (status.details().is_empty(), pool.get_message_by_name("google.rpc.Status"))
+            && let Ok(decoded) = DynamicMessage::decode(descriptor, status.details())
+            && let Ok(json) = decoded.serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new())
+            && let Some(list) = json.get("details").and_then(|d| d.as_array())
+        {
+            details.clone_from(list);
+            retry_after = list.iter().find_map(retry_seconds);
+        }
+        let body = serde_json::json!({
+            "error": {
+                "code": http.as_u16(),
+                "status": code_name(status.code()),
+                "message": status.message(),
+                "details": details,
+            }
+        });
+        Failure { status: http, body, retry_after }
+    }
+
+    fn into_response(self) -> Response<Full<Bytes>> {
+        let mut response = json_response(self.status, &self.body);
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+/// Whole seconds, rounded up, of a `RetryInfo` detail's delay (`"1.500s"`).
+fn retry_seconds(detail: &serde_json::Value) -> Option<u64> {
+    if detail.get("@type")?.as_str()? != "type.googleapis.com/google.rpc.RetryInfo" {
+        return None;
+    }
+    let delay = detail.get("retryDelay")?.as_str()?.strip_suffix('s')?;
+    let seconds: f64 = delay.parse().ok()?;
+    Some(seconds.max(0.0).ceil() as u64)
+}
+
+/// Google's HTTP mapping of gRPC codes.
+fn http_status(code: Code) -> StatusCode {
+    match code {
+        Code::Ok => StatusCode::OK,
+        Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => StatusCode::BAD_REQUEST,
+        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Code::PermissionDenied => StatusCode::FORBIDDEN,
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::AlreadyExists | Code::Aborted => StatusCode::CONFLICT,
+        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+        Code::Cancelled => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
+        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
+        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        Code::Unknown | Code::Internal | Code::DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The canonical name of a gRPC code (`NOT_FOUND`).
+fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rpc_names_are_snake_case() {
+        assert_eq!(snake_case("ReadMany"), "read_many");
+        assert_eq!(snake_case("Read"), "read");
+        assert_eq!(snake_case("ListVersions"), "list_versions");
+    }
+
+    #[test]
+    fn retry_after_rounds_the_delay_up() {
+        let detail = serde_json::json!({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1.200s"});
+        assert_eq!(retry_seconds(&detail), Some(2));
+        assert_eq!(retry_seconds(&serde_json::json!({"@type": "x", "retryDelay": "1s"})), None);
+    }
+}

@@ -1,0 +1,179 @@
+//! HTTP (SPEC §11): unary RPCs as `POST /api/v1/{fs,admin}/{rpc}` with
+//! proto3 JSON, against a real front serving gRPC and HTTP on loopback.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use serde_json::{Value, json};
+use support::{Front, free_port};
+
+/// A front serving HTTP too; the HTTP port is picked in advance (the
+/// process prints only its gRPC address).
+async fn front(args: &[&str]) -> (Front, String, tempfile::TempDir) {
+    support::with_front_port(async |_| {
+        let http = format!("127.0.0.1:{}", free_port());
+        let temp = tempfile::tempdir().unwrap();
+        let mut all = vec!["--http-listen", &http];
+        all.extend_from_slice(args);
+        let front = Front::try_start_at_with("127.0.0.1:0", temp.path(), &all).await?;
+        Some((front, http, temp))
+    })
+    .await
+}
+
+/// One HTTP/1.1 exchange: the status, the headers (lowercase names) and the body.
+fn exchange(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Vec<(String, String)>, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let mut request =
+        format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n", body.len());
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let mut lines = head.lines();
+    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    (status, headers, body.to_owned())
+}
+
+/// `POST`s proto3 JSON; returns the status and the JSON reply.
+fn post(addr: &str, path: &str, body: &Value) -> (u16, Value) {
+    post_with(addr, path, &[], body)
+}
+
+fn post_with(addr: &str, path: &str, headers: &[(&str, &str)], body: &Value) -> (u16, Value) {
+    let mut all = vec![("content-type", "application/json")];
+    all.extend_from_slice(headers);
+    let (status, _, body) = exchange(addr, "POST", path, &all, &body.to_string());
+    (status, serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {body}")))
+}
+
+/// The `ErrorInfo` reason of an HTTP error body.
+fn reason(error: &Value) -> &str {
+    let details = error["error"]["details"].as_array().unwrap();
+    let info = details.iter().find(|d| d["@type"] == "type.googleapis.com/google.rpc.ErrorInfo").unwrap();
+    info["reason"].as_str().unwrap()
+}
+
+#[tokio::test]
+async fn unary_calls_take_and_give_proto3_json_and_agree_with_grpc() {
+    let (front, http, _temp) = front(&[]).await;
+    let (status, space) = post(&http, "/api/v1/admin/create_space", &json!({"name": "web"}));
+    assert_eq!(status, 200, "{space}");
+    assert_eq!(space["name"], "web");
+    assert_eq!(space["revision"], "1", "64-bit integers are strings in proto3 JSON");
+
+    // Written over HTTP (proto field names accepted), read over gRPC.
+    let (status, written) =
+        post(&http, "/api/v1/fs/write", &json!({"space": "web", "path": "/a.md", "content": "alpha\nbeta\n"}));
+    assert_eq!(status, 200, "{written}");
+    assert_eq!((written["created"].clone(), written["version"].clone()), (json!(true), json!("1")));
+    let read = front.fs().await.read(support::read("web", "/a.md")).await.unwrap().into_inner();
+    assert_eq!(read.content, "alpha\nbeta\n");
+
+    // Written over gRPC, read over HTTP (JSON names accepted).
+    front.fs().await.write(support::write_text("web", "/b.md", "one\ntwo\nthree\n")).await.unwrap();
+    let (status, read) =
+        post(&http, "/api/v1/fs/read", &json!({"space": "web", "path": "/b.md", "offset": 2, "limit": 1}));
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(read["content"], "two\n");
+    assert_eq!(read["totalLines"], "3");
+    assert_eq!(read["path"], "/b.md");
+
+    // Several words in the RPC name; an empty body is the empty request.
+    let (status, many) =
+        post(&http, "/api/v1/fs/read_many", &json!({"space": "web", "reads": [{"path": "/a.md"}, {"path": "/b.md"}]}));
+    assert_eq!(status, 200, "{many}");
+    assert_eq!(many["results"].as_array().unwrap().len(), 2);
+    let (status, spaces) = post(&http, "/api/v1/admin/list_spaces", &json!({}));
+    assert_eq!(status, 200, "{spaces}");
+    assert_eq!(spaces["spaces"][0]["name"], "web");
+}
+
+#[tokio::test]
+async fn errors_carry_the_grpc_status_as_googles_json_error() {
+    let (front, http, _temp) = front(&[]).await;
+    front.space("web").await;
+
+    let (status, error) = post(&http, "/api/v1/fs/read", &json!({"space": "web", "path": "/missing.md"}));
+    assert_eq!(status, 404);
+    assert_eq!(error["error"]["code"], 404);
+    assert_eq!(error["error"]["status"], "NOT_FOUND");
+    assert_eq!(reason(&error), "NOT_FOUND");
+    assert!(error["error"]["message"].as_str().unwrap().contains("/missing.md"));
+
+    // A reused idempotency key, from the Idempotency-Key header: 400
+    // FAILED_PRECONDITION with its ErrorInfo and BadRequest.
+    let key = [("idempotency-key", "k-1")];
+    let first = json!({"space": "web", "path": "/k.md", "content": "one"});
+    assert_eq!(post_with(&http, "/api/v1/fs/write", &key, &first).0, 200);
+    assert_eq!(post_with(&http, "/api/v1/fs/write", &key, &first).0, 200, "the same request replays");
+    let (status, error) =
+        post_with(&http, "/api/v1/fs/write", &key, &json!({"space": "web", "path": "/k.md", "content": "two"}));
+    assert_eq!((status, error["error"]["status"].as_str()), (400, Some("FAILED_PRECONDITION")));
+    assert_eq!(reason(&error), "IDEMPOTENCY_KEY_REUSED");
+    let details = error["error"]["details"].as_array().unwrap();
+    assert!(details.iter().any(|d| d["@type"] == "type.googleapis.com/google.rpc.BadRequest"), "{error}");
+
+    // What the HTTP layer refuses itself, each with its own status.
+    let (status, error) = post(&http, "/api/v1/fs/read", &json!({"space": "web", "pathh": "/a.md"}));
+    assert_eq!((status, reason(&error)), (400, "INVALID_ARGUMENT"), "an unknown field: {error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("pathh"));
+    let (status, error) = post(&http, "/api/v1/fs/read", &json!({"space": "web", "limit": "many"}));
+    assert_eq!((status, reason(&error)), (400, "INVALID_ARGUMENT"), "a wrong type: {error}");
+    let (status, _, body) =
+        exchange(&http, "POST", "/api/v1/fs/read", &[("content-type", "application/json")], "{\"space\":");
+    assert_eq!(status, 400, "malformed JSON: {body}");
+    let (status, _, body) = exchange(&http, "POST", "/api/v1/fs/read", &[("content-type", "text/plain")], "{}");
+    assert_eq!(status, 415, "a wrong content type: {body}");
+    let (status, _, body) = exchange(&http, "POST", "/api/v1/fs/unknown_rpc", &[], "{}");
+    assert_eq!(status, 404, "an unknown route: {body}");
+    let (status, _, body) = exchange(&http, "POST", "/api/v1/fs/watch", &[], "{}");
+    assert_eq!(status, 404, "a streaming RPC is not a unary route: {body}");
+    let (status, _, body) = exchange(&http, "GET", "/api/v1/fs/read", &[], "");
+    assert_eq!(status, 405, "the wrong method: {body}");
+    // The body may be up to twice the 8 MiB message limit (base64, escapes);
+    // past that it is refused unread, and a message past the limit by gRPC.
+    let json = [("content-type", "application/json")];
+    let write =
+        |mib: usize| format!("{{\"space\":\"web\",\"path\":\"/big.md\",\"content\":\"{}\"}}", "x".repeat(mib << 20));
+    let (status, _, body) = exchange(&http, "POST", "/api/v1/fs/write", &json, &write(17));
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, reason(&error)), (413, "TOO_LARGE"), "a body over the limit: {error}");
+    let (status, _, body) = exchange(&http, "POST", "/api/v1/fs/write", &json, &write(9));
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, reason(&error)), (400, "TOO_LARGE"), "a message over the limit: {error}");
+}
+
+#[tokio::test]
+async fn http_calls_are_authenticated_like_grpc_calls() {
+    let temp = tempfile::tempdir().unwrap();
+    let tokens = temp.path().join("tokens.toml");
+    std::fs::write(&tokens, "[[tokens]]\ntoken = \"ops-token-0123456789\"\nprincipal = \"ops\"\nadmin = true\n")
+        .unwrap();
+    let (_front, http, _dir) = front(&["--tokens", tokens.to_str().unwrap()]).await;
+    let (status, error) = post(&http, "/api/v1/admin/list_spaces", &json!({}));
+    assert_eq!((status, error["error"]["status"].as_str()), (401, Some("UNAUTHENTICATED")), "{error}");
+    let bearer = [("authorization", "Bearer ops-token-0123456789")];
+    let (status, reply) = post_with(&http, "/api/v1/admin/create_space", &bearer, &json!({"name": "ops-space"}));
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["access"][0]["principal"], "ops");
+}

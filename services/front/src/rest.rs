@@ -134,7 +134,17 @@ impl Gateway {
             message.set_field(&field, Value::String(key.to_owned()));
         }
 
-        let grpc_request = grpc_request(&method, &parts.headers, &message);
+        let mut grpc_request = grpc_request(&method, &parts.headers, &message);
+        if let Some(timeout) = parts.headers.get("x-request-timeout") {
+            let timeout = grpc_timeout(timeout).ok_or_else(|| {
+                Failure::local(
+                    StatusCode::BAD_REQUEST,
+                    Code::InvalidArgument,
+                    "X-Request-Timeout must be a number of seconds (for example 2.5).",
+                )
+            })?;
+            grpc_request.headers_mut().insert("grpc-timeout", timeout);
+        }
         let response = self.grpc.clone().oneshot(grpc_request).await.unwrap_or_else(|never| match never {});
         let (head, body) = response.into_parts();
         let collected = body.collect().await.map_err(|status| Failure::from_status(&self.pool, &status))?;
@@ -229,13 +239,27 @@ fn grpc_request(
         .expect("a POST to a method path is a valid request");
     let grpc_headers = request.headers_mut();
     for (name, value) in headers {
-        if !NOT_FORWARDED.contains(name) && !name.as_str().starts_with("grpc-") {
+        // `grpc-timeout` is the one gRPC header an HTTP caller may send.
+        if !NOT_FORWARDED.contains(name) && (!name.as_str().starts_with("grpc-") || name == "grpc-timeout") {
             grpc_headers.append(name, value.clone());
         }
     }
     grpc_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     grpc_headers.insert(header::TE, HeaderValue::from_static("trailers"));
     request
+}
+
+/// `X-Request-Timeout` (decimal seconds) as a `grpc-timeout` value.
+fn grpc_timeout(seconds: &HeaderValue) -> Option<HeaderValue> {
+    let seconds: f64 = seconds.to_str().ok()?.trim().parse().ok()?;
+    if !seconds.is_finite() || seconds < 0.0 {
+        return None;
+    }
+    // At most 8 digits: microseconds below 100 s, then milliseconds.
+    let micros = (seconds * 1e6).ceil();
+    let value =
+        if micros < 1e8 { format!("{micros}u") } else { format!("{}m", (seconds * 1e3).ceil().min(99_999_999.0)) };
+    HeaderValue::from_str(&value).ok()
 }
 
 /// The message of a one-message gRPC body.
@@ -387,6 +411,17 @@ mod tests {
         assert_eq!(snake_case("ReadMany"), "read_many");
         assert_eq!(snake_case("Read"), "read");
         assert_eq!(snake_case("ListVersions"), "list_versions");
+    }
+
+    #[test]
+    fn request_timeouts_become_grpc_timeouts() {
+        let timeout =
+            |s: &str| grpc_timeout(&HeaderValue::from_str(s).unwrap()).map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(timeout("2.5").as_deref(), Some("2500000u"));
+        assert_eq!(timeout("0").as_deref(), Some("0u"));
+        assert_eq!(timeout("3600").as_deref(), Some("3600000m"));
+        assert_eq!(timeout("-1"), None);
+        assert_eq!(timeout("soon"), None);
     }
 
     #[test]

@@ -133,6 +133,23 @@ async fn errors_carry_the_grpc_status_as_googles_json_error() {
     let details = error["error"]["details"].as_array().unwrap();
     assert!(details.iter().any(|d| d["@type"] == "type.googleapis.com/google.rpc.BadRequest"), "{error}");
 
+    // A deadline from X-Request-Timeout: a write cannot finish in a
+    // microsecond, and the answer says when to try again.
+    let slow = [("x-request-timeout", "0.000001")];
+    let (status, headers, body) = exchange(
+        &http,
+        "POST",
+        "/api/v1/fs/write",
+        &[("content-type", "application/json"), slow[0]],
+        &json!({"space": "web", "path": "/late.md", "content": "late"}).to_string(),
+    );
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, reason(&error)), (429, "OVERLOADED"), "{error}");
+    assert!(headers.iter().any(|(name, value)| name == "retry-after" && value.parse::<u64>().is_ok()), "{headers:?}");
+    let (status, error) =
+        post_with(&http, "/api/v1/fs/list", &[("x-request-timeout", "soon")], &json!({"space": "web"}));
+    assert_eq!((status, reason(&error)), (400, "INVALID_ARGUMENT"), "{error}");
+
     // What the HTTP layer refuses itself, each with its own status.
     let (status, error) = post(&http, "/api/v1/fs/read", &json!({"space": "web", "pathh": "/a.md"}));
     assert_eq!((status, reason(&error)), (400, "INVALID_ARGUMENT"), "an unknown field: {error}");

@@ -29,6 +29,9 @@
 //!    same writes and reads at c=64 spread evenly over two fronts on that
 //!    database, against one front and sled (on two cores a second front
 //!    adds no CPU: the figure is the cost of sharing the database).
+//! 7. The same 200-byte `Read` at concurrency 64 over gRPC, over HTTP/1.1
+//!    and over HTTP/2 (`--http-listen`, proto3 JSON in and out), one front,
+//!    against the goal of HTTP at least 0.6x gRPC.
 //!
 //! Rate measurements run for a fixed wall time after a short warm-up and
 //! report calls/s with p50/p99 latency; the file sections time a fixed
@@ -40,7 +43,7 @@
 //! cargo bench -p agentvfs-front --bench rpc -- database # one section
 //! ```
 //!
-//! Sections: `writes`, `reads`, `overhead`, `big-file`, `subtree`,
+//! Sections: `writes`, `reads`, `overhead`, `big-file`, `subtree`, `http`,
 //! `database` (skipped when PostgreSQL's server does not start here;
 //! Debian's `postgresql` package provides it). With
 //! `AGENTVFS_BENCH_FRONT=PATH` the bench runs another build of the front (an
@@ -62,6 +65,8 @@ use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::admin_client::AdminClient;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
 use agentvfs_testdb::Cluster;
+use http_body_util::{BodyExt, Full};
+use prost::bytes::Bytes;
 use serde_json::{Value, json};
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
@@ -269,10 +274,12 @@ impl Stats {
 /// Runs `concurrency` tasks, each calling `call(channel, task, n)` back to
 /// back, round-robin over `channels`. Calls started during the warm-up are not
 /// counted; no call starts after the window ends.
-async fn drive<F, Fut>(channels: &[Channel], concurrency: usize, call: F) -> Stats
+async fn drive<C, F, Fut, E>(channels: &[C], concurrency: usize, call: F) -> Stats
 where
-    F: Fn(Channel, usize, u64) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = Result<(), tonic::Status>> + Send,
+    C: Clone + Send + 'static,
+    F: Fn(C, usize, u64) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<(), E>> + Send,
+    E: std::fmt::Debug,
 {
     let begin = Instant::now();
     let measured_from = begin + WARMUP;
@@ -576,6 +583,103 @@ async fn bench_reads() -> (Stats, Stats) {
     (read, noop)
 }
 
+/// A connection to the front's `--http-listen` port.
+#[derive(Clone)]
+enum Http {
+    /// HTTP/1.1 with keep-alive: one call at a time.
+    One(Arc<tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Full<Bytes>>>>),
+    /// HTTP/2 (prior knowledge): calls multiplexed.
+    Two(hyper::client::conn::http2::SendRequest<Full<Bytes>>),
+}
+
+impl Http {
+    async fn connect(addr: &str, two: bool) -> Http {
+        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect to the HTTP port");
+        stream.set_nodelay(true).expect("nodelay");
+        let io = hyper_util::rt::TokioIo::new(stream);
+        if two {
+            let executor = hyper_util::rt::TokioExecutor::new();
+            let (send, connection) = hyper::client::conn::http2::handshake(executor, io).await.expect("HTTP/2");
+            tokio::spawn(connection);
+            Http::Two(send)
+        } else {
+            let (send, connection) = hyper::client::conn::http1::handshake(io).await.expect("HTTP/1.1");
+            tokio::spawn(connection);
+            Http::One(Arc::new(tokio::sync::Mutex::new(send)))
+        }
+    }
+
+    /// POSTs proto3 JSON to `uri`; the reply's body when it is 200.
+    async fn post(&self, uri: &str, body: &'static str) -> Result<Bytes, String> {
+        let request = http::Request::post(uri)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from_static(body.as_bytes())))
+            .expect("request");
+        let response = match self {
+            Http::One(send) => send.lock().await.send_request(request).await,
+            Http::Two(send) => send.clone().send_request(request).await,
+        }
+        .map_err(|e| e.to_string())?;
+        let status = response.status();
+        let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        if status != http::StatusCode::OK {
+            return Err(format!("{status}: {}", String::from_utf8_lossy(&body)));
+        }
+        Ok(body)
+    }
+}
+
+/// The `http` section: the same 200-byte `Read` at c=64 over gRPC, over
+/// HTTP/1.1 (one keep-alive connection per caller) and over HTTP/2 (as
+/// many connections as gRPC uses), on one front.
+async fn bench_http() -> Value {
+    let http_addr = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        probe.local_addr().expect("address").to_string()
+    };
+    let front = Front::start_with("group", Access::Dev, &["--http-listen", &http_addr]).await;
+    front.create_space().await;
+    let channels = front.channels(READ_CONCURRENCY.min(MAX_CHANNELS)).await;
+    write_read_file(&channels[0]).await;
+    let uri: &'static str = Box::leak(format!("http://{http_addr}/api/v1/fs/read").into_boxed_str());
+    let body: &'static str = Box::leak(json!({"space": SPACE, "path": READ_PATH}).to_string().into_boxed_str());
+    let read_over = move |conn: Http| async move {
+        let reply = conn.post(uri, body).await?;
+        let reply: Value = serde_json::from_slice(&reply).map_err(|e| e.to_string())?;
+        assert_eq!(reply["content"].as_str().map(str::len), Some(200), "read returned the wrong content");
+        Ok::<(), String>(())
+    };
+
+    let grpc = drive(&channels, READ_CONCURRENCY, |channel, _, _| read_small(channel)).await;
+    print_row("read gRPC", READ_CONCURRENCY, &grpc);
+    let mut ones = Vec::with_capacity(READ_CONCURRENCY);
+    for _ in 0..READ_CONCURRENCY {
+        ones.push(Http::connect(&http_addr, false).await);
+    }
+    let one = drive(&ones, READ_CONCURRENCY, move |conn, _, _| read_over(conn)).await;
+    print_row("read HTTP/1.1", READ_CONCURRENCY, &one);
+    let mut twos = Vec::with_capacity(MAX_CHANNELS);
+    for _ in 0..READ_CONCURRENCY.min(MAX_CHANNELS) {
+        twos.push(Http::connect(&http_addr, true).await);
+    }
+    let two = drive(&twos, READ_CONCURRENCY, move |conn, _, _| read_over(conn)).await;
+    print_row("read HTTP/2", READ_CONCURRENCY, &two);
+    front.stop();
+    println!();
+    let one_vs_grpc = one.rate() / grpc.rate();
+    let two_vs_grpc = two.rate() / grpc.rate();
+    let r1 = verdict("HTTP/1.1/gRPC read c=64", one_vs_grpc, 0.6);
+    let r2 = verdict("HTTP/2/gRPC read c=64", two_vs_grpc, 0.6);
+    json!({
+        "read_grpc_c64": stats_json(&grpc),
+        "read_http1_c64": stats_json(&one),
+        "read_http2_c64": stats_json(&two),
+        "http1_vs_grpc_c64": one_vs_grpc,
+        "http2_vs_grpc_c64": two_vs_grpc,
+        "verdicts": {"http1_vs_grpc": r1, "http2_vs_grpc": r2},
+    })
+}
+
 fn print_header() {
     println!("{:<16} {:>4} {:>8} {:>11} {:>9} {:>9}", "measurement", "c", "calls", "calls/s", "p50 ms", "p99 ms");
 }
@@ -845,7 +949,7 @@ where
         async move {
             call(channel, task, n).await?;
             counter.fetch_add(1, Ordering::Relaxed);
-            Ok(())
+            Ok::<(), tonic::Status>(())
         }
     })
     .await;
@@ -1087,7 +1191,7 @@ fn target_dir() -> PathBuf {
 
 /// The sections to run: those named on the command line, or all of them.
 fn sections() -> Vec<String> {
-    const ALL: [&str; 6] = ["writes", "reads", "overhead", "big-file", "subtree", "database"];
+    const ALL: [&str; 7] = ["writes", "reads", "overhead", "big-file", "subtree", "database", "http"];
     // `cargo bench` passes `--bench`; the rest are section names.
     let named: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     for name in &named {
@@ -1239,6 +1343,12 @@ async fn main() {
             None => json!({"skipped": "PostgreSQL did not start"}),
         };
         report.insert("database".into(), section);
+    }
+
+    if runs("http") {
+        println!("\n200-byte reads over gRPC and over HTTP (proto3 JSON), one front, {}s each", WINDOW.as_secs());
+        print_header();
+        report.insert("http".into(), bench_http().await);
     }
 
     report.insert("peak_rss_mib".into(), rss::report());

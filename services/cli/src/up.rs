@@ -45,12 +45,18 @@ pub struct UpArgs {
     /// Address the worker serves on; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:0")]
     worker_listen: SocketAddr,
+    /// Address the front serves HTTP on (`POST /api/v1/fs/{rpc}`, proto3
+    /// JSON): a loopback address with a fixed port.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    http_listen: SocketAddr,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpError {
     #[error("`agentvfs up` needs a fixed front port, not {0}: the worker is told the front's address before it starts")]
     AnyPort(SocketAddr),
+    #[error("`agentvfs up` needs a fixed HTTP port, not {0}: it says where HTTP is served")]
+    AnyHttpPort(SocketAddr),
     #[error("`agentvfs up` runs the front in dev mode, which only listens on a loopback address, not {0}")]
     NotLoopback(SocketAddr),
     #[error("cannot listen for Ctrl-C and SIGTERM: {0}")]
@@ -77,8 +83,13 @@ pub async fn run(args: UpArgs) -> Result<(), UpError> {
     if args.listen.port() == 0 {
         return Err(UpError::AnyPort(args.listen));
     }
-    if !args.listen.ip().is_loopback() {
-        return Err(UpError::NotLoopback(args.listen));
+    if args.http_listen.port() == 0 {
+        return Err(UpError::AnyHttpPort(args.http_listen));
+    }
+    for address in [args.listen, args.http_listen] {
+        if !address.ip().is_loopback() {
+            return Err(UpError::NotLoopback(address));
+        }
     }
     let mut signals = StopSignals::install().map_err(UpError::Signals)?;
     let mut services = Vec::new();
@@ -96,6 +107,7 @@ pub async fn run(args: UpArgs) -> Result<(), UpError> {
                 args.data_dir.display(),
                 addresses.worker
             );
+            println!("HTTP on http://{}", args.http_listen);
             println!("press Ctrl-C to stop");
             tokio::select! {
                 () = signals.recv() => Ok(()),
@@ -136,6 +148,8 @@ async fn start(args: &UpArgs, services: &mut Vec<Service>) -> Result<Addresses, 
             args.data_dir.clone().into(),
             "--worker".into(),
             worker.clone().into(),
+            "--http-listen".into(),
+            args.http_listen.to_string().into(),
         ],
     )
     .await?;

@@ -50,6 +50,21 @@ impl Drop for Up {
     }
 }
 
+/// One HTTP/1.1 POST of proto3 JSON; the whole response.
+fn http_post(addr: &str, path: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
 fn accepts(addr: SocketAddr) -> bool {
     TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
 }
@@ -59,8 +74,9 @@ async fn up_serves_a_default_space_and_stops_everything_on_sigterm() {
     assert_children_built();
     let temp = tempfile::tempdir().unwrap();
     let listen = format!("127.0.0.1:{}", free_port());
+    let http = format!("127.0.0.1:{}", free_port());
     let mut up = Up(Command::new(env!("CARGO_BIN_EXE_agentvfs"))
-        .args(["up", "--listen", &listen, "--data-dir"])
+        .args(["up", "--listen", &listen, "--http-listen", &http, "--data-dir"])
         .arg(temp.path().join("data"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -84,6 +100,7 @@ async fn up_serves_a_default_space_and_stops_everything_on_sigterm() {
         .unwrap_or_else(|| panic!("unexpected banner {banner:?}"));
     let (_, worker) = rest.split_once("), worker ").unwrap();
     let worker: SocketAddr = worker.strip_suffix("; space \"default\"").unwrap().parse().unwrap();
+    assert_eq!(stdout.recv_timeout(Duration::from_secs(5)).unwrap(), format!("HTTP on http://{http}"));
     assert_eq!(stdout.recv_timeout(Duration::from_secs(5)).unwrap(), "press Ctrl-C to stop");
 
     {
@@ -91,6 +108,10 @@ async fn up_serves_a_default_space_and_stops_everything_on_sigterm() {
         let space = admin.get_space(GetSpaceRequest { space: "default".into() }).await.unwrap().into_inner();
         assert_eq!(space.name, "default");
     }
+    // The same space over HTTP.
+    let reply = http_post(&http, "/api/v1/admin/get_space", r#"{"space": "default"}"#);
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.contains(r#""name":"default""#), "{reply}");
 
     let pid = up.0.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
@@ -104,5 +125,6 @@ async fn up_serves_a_default_space_and_stops_everything_on_sigterm() {
     };
     assert!(status.success(), "{status}; stderr:\n{}", stderr.lock().unwrap());
     assert!(!accepts(listen.parse().unwrap()), "the front is still listening");
+    assert!(!accepts(http.parse().unwrap()), "the front still serves HTTP");
     assert!(!accepts(worker), "the worker is still listening");
 }

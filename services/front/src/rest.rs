@@ -15,6 +15,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
@@ -28,6 +29,11 @@ use tower::util::BoxCloneSyncService;
 
 /// The in-process gRPC service every HTTP call is turned into.
 pub type Grpc = BoxCloneSyncService<Request<tonic::body::Body>, Response<tonic::body::Body>, Infallible>;
+
+/// How long a client may take to send a request's headers, and then its
+/// body: a slow sender holds a connection and memory, never a call.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Serves HTTP on `listener` until the task is dropped, which ends every
 /// connection.
@@ -55,7 +61,8 @@ async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, gatew
         let gateway = gateway.clone();
         async move { Ok::<_, Infallible>(gateway.handle(request).await) }
     });
-    let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    let mut builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    builder.http1().timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
     if let Err(error) = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await {
         tracing::debug!(%peer, %error, "HTTP connection ended");
     }
@@ -108,7 +115,14 @@ impl Gateway {
             ));
         }
         let (parts, body) = request.into_parts();
-        let body = match Limited::new(body, self.max_body).collect().await {
+        let Ok(body) = tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, self.max_body).collect()).await else {
+            return Err(Failure::local(
+                StatusCode::REQUEST_TIMEOUT,
+                Code::InvalidArgument,
+                format!("The request body did not arrive within {} s.", BODY_TIMEOUT.as_secs()),
+            ));
+        };
+        let body = match body {
             Ok(body) => body.to_bytes(),
             Err(error) if error.is::<http_body_util::LengthLimitError>() => {
                 return Err(Failure::local_because(

@@ -27,6 +27,8 @@ use tonic::Code;
 use tower::ServiceExt as _;
 use tower::util::BoxCloneSyncService;
 
+use crate::auth::REQUEST_ID;
+
 /// The in-process gRPC service every HTTP call is turned into.
 pub type Grpc = BoxCloneSyncService<Request<tonic::body::Body>, Response<tonic::body::Body>, Infallible>;
 
@@ -94,13 +96,23 @@ impl Gateway {
     }
 
     async fn handle(&self, request: Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
-        match self.call(request).await {
+        let mut request_id = request.headers().get(REQUEST_ID).cloned();
+        let mut response = match self.call(request, &mut request_id).await {
             Ok(response) => response,
             Err(failure) => failure.into_response(),
+        };
+        if let Some(id) = request_id {
+            response.headers_mut().insert(REQUEST_ID, id);
         }
+        response
     }
 
-    async fn call(&self, request: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, Failure> {
+    /// Serves one call; `request_id` becomes the one the call was given.
+    async fn call(
+        &self,
+        request: Request<hyper::body::Incoming>,
+        request_id: &mut Option<HeaderValue>,
+    ) -> Result<Response<Full<Bytes>>, Failure> {
         let method = self.route(request.method(), request.uri().path())?;
         let json = request
             .headers()
@@ -161,6 +173,9 @@ impl Gateway {
         }
         let response = self.grpc.clone().oneshot(grpc_request).await.unwrap_or_else(|never| match never {});
         let (head, body) = response.into_parts();
+        if let Some(id) = head.headers.get(REQUEST_ID) {
+            *request_id = Some(id.clone());
+        }
         let collected = body.collect().await.map_err(|status| Failure::from_status(&self.pool, &status))?;
         let trailers = collected.trailers().cloned().unwrap_or_default();
         // A call that fails before its reply says so in the headers alone.

@@ -98,7 +98,15 @@ async fn unary_calls_take_and_give_proto3_json_and_agree_with_grpc() {
     assert_eq!(read["totalLines"], "3");
     assert_eq!(read["path"], "/b.md");
 
-    // Several words in the RPC name; an empty body is the empty request.
+    // Every reply names its request: the caller's ID, or one the front made.
+    let list = json!({"space": "web"}).to_string();
+    let json_type = ("content-type", "application/json");
+    let (_, headers, _) = exchange(&http, "POST", "/api/v1/fs/list", &[json_type, ("x-request-id", "req-42")], &list);
+    assert!(headers.contains(&("x-request-id".to_owned(), "req-42".to_owned())), "{headers:?}");
+    let (_, headers, _) = exchange(&http, "POST", "/api/v1/fs/list", &[json_type], &list);
+    assert!(headers.iter().any(|(name, value)| name == "x-request-id" && !value.is_empty()), "{headers:?}");
+
+    // Several words in the RPC name; `{}` is the empty request.
     let (status, many) =
         post(&http, "/api/v1/fs/read_many", &json!({"space": "web", "reads": [{"path": "/a.md"}, {"path": "/b.md"}]}));
     assert_eq!(status, 200, "{many}");

@@ -17,20 +17,30 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentvfs_proto::v1 as pb;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
 use prost::Message as _;
 use prost::bytes::{Buf, Bytes};
 use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage, MethodDescriptor, SerializeOptions, Value};
 use tokio::net::TcpListener;
+use tokio_stream::StreamExt as _;
 use tonic::Code;
 use tower::ServiceExt as _;
 use tower::util::BoxCloneSyncService;
 
 use crate::auth::REQUEST_ID;
 
+/// A reply's body: one JSON document, or a stream of events.
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
 /// The in-process gRPC service every HTTP call is turned into.
 pub type Grpc = BoxCloneSyncService<Request<tonic::body::Body>, Response<tonic::body::Body>, Infallible>;
+
+/// `Watch` as Server-Sent Events.
+const WATCH_ROUTE: &str = "/api/v1/fs/watch";
+/// Comment lines sent on an idle event stream, so that proxies keep it open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// How long a client may take to send a request's headers, and then its
 /// body: a slow sender holds a connection and memory, never a call.
@@ -95,7 +105,7 @@ impl Gateway {
         Gateway { grpc, pool, max_body }
     }
 
-    async fn handle(&self, request: Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
+    async fn handle(&self, request: Request<hyper::body::Incoming>) -> Response<Body> {
         let mut request_id = request.headers().get(REQUEST_ID).cloned();
         let mut response = match self.call(request, &mut request_id).await {
             Ok(response) => response,
@@ -112,7 +122,10 @@ impl Gateway {
         &self,
         request: Request<hyper::body::Incoming>,
         request_id: &mut Option<HeaderValue>,
-    ) -> Result<Response<Full<Bytes>>, Failure> {
+    ) -> Result<Response<Body>, Failure> {
+        if request.uri().path() == WATCH_ROUTE {
+            return self.watch(request, request_id).await;
+        }
         let method = self.route(request.method(), request.uri().path())?;
         let json = request
             .headers()
@@ -126,6 +139,20 @@ impl Gateway {
                 "The request body must be proto3 JSON (Content-Type: application/json).",
             ));
         }
+        let too_large = || {
+            Failure::local_because(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Code::InvalidArgument,
+                "TOO_LARGE",
+                format!("The request body is over the {}-byte limit; use Upload for large files.", self.max_body),
+            )
+        };
+        // Refused before a byte of it is read (a client that sent
+        // `Expect: 100-continue` never sends it).
+        let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|length| length > self.max_body as u64) {
+            return Err(too_large());
+        }
         let (parts, body) = request.into_parts();
         let Ok(body) = tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, self.max_body).collect()).await else {
             return Err(Failure::local(
@@ -136,14 +163,7 @@ impl Gateway {
         };
         let body = match body {
             Ok(body) => body.to_bytes(),
-            Err(error) if error.is::<http_body_util::LengthLimitError>() => {
-                return Err(Failure::local_because(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    Code::InvalidArgument,
-                    "TOO_LARGE",
-                    format!("The request body is over the {}-byte limit; use Upload for large files.", self.max_body),
-                ));
-            }
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
             Err(error) => {
                 return Err(Failure::local(
                     StatusCode::BAD_REQUEST,
@@ -194,6 +214,126 @@ impl Gateway {
             .serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new())
             .map_err(|error| Failure::local(StatusCode::INTERNAL_SERVER_ERROR, Code::Internal, error.to_string()))?;
         Ok(json_response(StatusCode::OK, &json))
+    }
+
+    /// `GET /api/v1/fs/watch?space=…&path=…&from_revision=…` as Server-Sent
+    /// Events: one event per `WatchEvent`, its data the event in proto3
+    /// JSON, its `id` `<revision>/<index>` (the event's place among the
+    /// events of its revision that this watch sees). A client that
+    /// reconnects with `Last-Event-ID` gets every later event once: the
+    /// stream starts again at that revision and skips what it had. A bare
+    /// `<revision>` resumes after that whole revision. The stream ends with
+    /// an `error` event when the call fails (access removed, space deleted).
+    async fn watch(
+        &self,
+        request: Request<hyper::body::Incoming>,
+        request_id: &mut Option<HeaderValue>,
+    ) -> Result<Response<Body>, Failure> {
+        if request.method() != Method::GET {
+            return Err(Failure::local(
+                StatusCode::METHOD_NOT_ALLOWED,
+                Code::InvalidArgument,
+                format!("{WATCH_ROUTE} takes GET, not {}.", request.method()),
+            ));
+        }
+        let bad = |message: String| Failure::local(StatusCode::BAD_REQUEST, Code::InvalidArgument, message);
+        let mut watch = pb::WatchRequest::default();
+        for (name, value) in query(request.uri().query().unwrap_or("")) {
+            match name.as_str() {
+                "space" => watch.space = value,
+                "path" => watch.path = value,
+                "from_revision" => {
+                    watch.from_revision =
+                        value.parse().map_err(|_| bad(format!("from_revision must be a revision, not {value:?}.")))?;
+                }
+                _ => return Err(bad(format!("{WATCH_ROUTE} takes space, path and from_revision, not {name:?}."))),
+            }
+        }
+        let mut seen = None;
+        if let Some(last) = request.headers().get("last-event-id") {
+            let last = last.to_str().ok().and_then(EventId::parse).ok_or_else(|| {
+                bad("Last-Event-ID must be an event id of this stream (<revision>/<index>).".to_owned())
+            })?;
+            watch.from_revision = last.resume_from();
+            seen = Some(last);
+        }
+        let method = self
+            .pool
+            .get_service_by_name("agentvfs.v1.FileSystem")
+            .and_then(|service| service.methods().find(|m| m.name() == "Watch"))
+            .expect("the descriptors have FileSystem.Watch");
+        let message = DynamicMessage::decode(method.input(), watch.encode_to_vec().as_slice())
+            .expect("a WatchRequest re-decodes");
+        let grpc_request = grpc_request(&method, request.headers(), &message);
+        let response = self.grpc.clone().oneshot(grpc_request).await.unwrap_or_else(|never| match never {});
+        let (head, mut body) = response.into_parts();
+        if let Some(id) = head.headers.get(REQUEST_ID) {
+            *request_id = Some(id.clone());
+        }
+        // A call refused at once is an HTTP error, not a stream.
+        if let Some(status) = tonic::Status::from_header_map(&head.headers)
+            && status.code() != Code::Ok
+        {
+            return Err(Failure::from_status(&self.pool, &status));
+        }
+
+        let (events, stream) = tokio::sync::mpsc::channel::<Bytes>(16);
+        let (pool, output) = (self.pool.clone(), method.output());
+        tokio::spawn(async move {
+            let mut frames = Frames::default();
+            let mut position: Option<EventId> = None;
+            loop {
+                let frame = tokio::select! {
+                    frame = body.frame() => frame,
+                    () = tokio::time::sleep(KEEP_ALIVE) => {
+                        if events.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    () = events.closed() => return,
+                };
+                let status = match frame {
+                    None => None,
+                    Some(Err(status)) => Some(status),
+                    Some(Ok(frame)) => match frame.into_data() {
+                        Ok(data) => {
+                            frames.push(&data);
+                            while let Some(message) = frames.next() {
+                                let Ok(event) = DynamicMessage::decode(output.clone(), message) else {
+                                    let status = tonic::Status::internal("A watch event could not be read.");
+                                    let _ = events.send(error_event(&pool, &status)).await;
+                                    return;
+                                };
+                                let revision =
+                                    event.get_field_by_name("revision").and_then(|v| v.as_u64()).unwrap_or(0);
+                                let id = EventId::after(position, revision);
+                                position = Some(id);
+                                if seen.is_some_and(|seen| !id.is_after(seen)) {
+                                    continue;
+                                }
+                                if events.send(sse_event(&id, &event)).await.is_err() {
+                                    return;
+                                }
+                            }
+                            continue;
+                        }
+                        Err(frame) => frame.into_trailers().ok().and_then(|t| tonic::Status::from_header_map(&t)),
+                    },
+                };
+                if let Some(status) = status.filter(|s| s.code() != Code::Ok) {
+                    let _ = events.send(error_event(&pool, &status)).await;
+                }
+                return;
+            }
+        });
+        let stream = tokio_stream::wrappers::ReceiverStream::new(stream)
+            .map(|bytes| Ok::<_, Infallible>(hyper::body::Frame::data(bytes)));
+        let mut response = Response::new(http_body_util::StreamBody::new(stream).boxed());
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        Ok(response)
     }
 
     /// The unary RPC a route names.
@@ -278,6 +418,100 @@ fn grpc_request(
     request
 }
 
+/// Where an event stands in a watch: its revision and its place among the
+/// events of that revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct EventId {
+    revision: u64,
+    /// `None`: the whole revision (a bare `<revision>` id).
+    index: Option<u64>,
+}
+
+impl EventId {
+    fn parse(text: &str) -> Option<EventId> {
+        let (revision, index) = match text.trim().split_once('/') {
+            Some((revision, index)) => (revision, Some(index.parse().ok()?)),
+            None => (text.trim(), None),
+        };
+        Some(EventId { revision: revision.parse().ok()?, index })
+    }
+
+    /// The id of an event of `revision` that follows `previous`.
+    fn after(previous: Option<EventId>, revision: u64) -> EventId {
+        let index = match previous {
+            Some(EventId { revision: r, index: Some(i) }) if r == revision => i + 1,
+            _ => 0,
+        };
+        EventId { revision, index: Some(index) }
+    }
+
+    /// The revision a stream resumed after this event starts at.
+    fn resume_from(self) -> u64 {
+        match self.index {
+            Some(_) => self.revision.max(1),
+            None => self.revision + 1,
+        }
+    }
+
+    /// Whether an event with this id comes after `seen`.
+    fn is_after(self, seen: EventId) -> bool {
+        match seen.index {
+            None => self.revision > seen.revision,
+            Some(index) => (self.revision, self.index.unwrap_or(0)) > (seen.revision, index),
+        }
+    }
+}
+
+/// gRPC messages out of a stream of body chunks.
+#[derive(Default)]
+struct Frames {
+    buffer: prost::bytes::BytesMut,
+}
+
+impl Frames {
+    fn push(&mut self, data: &[u8]) {
+        self.buffer.extend_from_slice(data);
+    }
+
+    fn next(&mut self) -> Option<Bytes> {
+        if self.buffer.len() < 5 {
+            return None;
+        }
+        let length = u32::from_be_bytes([self.buffer[1], self.buffer[2], self.buffer[3], self.buffer[4]]) as usize;
+        if self.buffer.len() < 5 + length {
+            return None;
+        }
+        let mut message = self.buffer.split_to(5 + length);
+        message.advance(5);
+        Some(message.freeze())
+    }
+}
+
+/// One Server-Sent Event carrying `event` as proto3 JSON.
+fn sse_event(id: &EventId, event: &DynamicMessage) -> Bytes {
+    let json = event
+        .serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new())
+        .unwrap_or(serde_json::Value::Null);
+    Bytes::from(format!("id: {}/{}\ndata: {json}\n\n", id.revision, id.index.unwrap_or(0)))
+}
+
+/// The `error` event that ends a stream, with Google's JSON error.
+fn error_event(pool: &DescriptorPool, status: &tonic::Status) -> Bytes {
+    Bytes::from(format!("event: error\ndata: {}\n\n", Failure::from_status(pool, status).body))
+}
+
+/// The decoded `name=value` pairs of a query string.
+fn query(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    let decode = |text: &str| {
+        let text = text.replace('+', " ");
+        percent_encoding::percent_decode_str(&text).decode_utf8_lossy().into_owned()
+    };
+    query.split('&').filter(|pair| !pair.is_empty()).map(move |pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (decode(name), decode(value))
+    })
+}
+
 /// `X-Request-Timeout` (decimal seconds) as a `grpc-timeout` value.
 fn grpc_timeout(seconds: &HeaderValue) -> Option<HeaderValue> {
     let seconds: f64 = seconds.to_str().ok()?.trim().parse().ok()?;
@@ -301,8 +535,8 @@ fn unframe(mut body: Bytes) -> Option<Bytes> {
     (body.len() == length).then_some(body)
 }
 
-fn json_response(status: StatusCode, json: &serde_json::Value) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(json.to_string())));
+fn json_response(status: StatusCode, json: &serde_json::Value) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(json.to_string())).boxed());
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
@@ -371,7 +605,7 @@ impl Failure {
         Failure { status: http, body, retry_after }
     }
 
-    fn into_response(self) -> Response<Full<Bytes>> {
+    fn into_response(self) -> Response<Body> {
         let mut response = json_response(self.status, &self.body);
         if let Some(seconds) = self.retry_after {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));

@@ -44,6 +44,25 @@ fn exchange(
     stream.write_all(request.as_bytes()).unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
+    parse_response(&response)
+}
+
+/// Sends only the headers of a `length`-byte JSON body, with `Expect:
+/// 100-continue`, as curl does for large bodies; returns the answer that
+/// comes instead of `100 Continue`.
+fn refused_before_the_body(addr: &str, path: &str, length: usize) -> (u16, Vec<(String, String)>, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: application/json\r\n\
+         content-length: {length}\r\nexpect: 100-continue\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    parse_response(&response)
+}
+
+fn parse_response(response: &str) -> (u16, Vec<(String, String)>, String) {
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     let mut lines = head.lines();
     let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
@@ -141,19 +160,7 @@ async fn errors_carry_the_grpc_status_as_googles_json_error() {
     let details = error["error"]["details"].as_array().unwrap();
     assert!(details.iter().any(|d| d["@type"] == "type.googleapis.com/google.rpc.BadRequest"), "{error}");
 
-    // A deadline from X-Request-Timeout: a write cannot finish in a
-    // microsecond, and the answer says when to try again.
-    let slow = [("x-request-timeout", "0.000001")];
-    let (status, headers, body) = exchange(
-        &http,
-        "POST",
-        "/api/v1/fs/write",
-        &[("content-type", "application/json"), slow[0]],
-        &json!({"space": "web", "path": "/late.md", "content": "late"}).to_string(),
-    );
-    let error: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!((status, reason(&error)), (429, "OVERLOADED"), "{error}");
-    assert!(headers.iter().any(|(name, value)| name == "retry-after" && value.parse::<u64>().is_ok()), "{headers:?}");
+    // A deadline that is not a number of seconds.
     let (status, error) =
         post_with(&http, "/api/v1/fs/list", &[("x-request-timeout", "soon")], &json!({"space": "web"}));
     assert_eq!((status, reason(&error)), (400, "INVALID_ARGUMENT"), "{error}");
@@ -171,8 +178,10 @@ async fn errors_carry_the_grpc_status_as_googles_json_error() {
     assert_eq!(status, 415, "a wrong content type: {body}");
     let (status, _, body) = exchange(&http, "POST", "/api/v1/fs/unknown_rpc", &[], "{}");
     assert_eq!(status, 404, "an unknown route: {body}");
-    let (status, _, body) = exchange(&http, "POST", "/api/v1/fs/watch", &[], "{}");
+    let (status, _, body) = exchange(&http, "POST", "/api/v1/fs/download", &[], "{}");
     assert_eq!(status, 404, "a streaming RPC is not a unary route: {body}");
+    let (status, _, body) = exchange(&http, "POST", "/api/v1/fs/watch", &[], "{}");
+    assert_eq!(status, 405, "Watch is a GET: {body}");
     let (status, _, body) = exchange(&http, "GET", "/api/v1/fs/read", &[], "");
     assert_eq!(status, 405, "the wrong method: {body}");
     // The body may be up to twice the 8 MiB message limit (base64, escapes);
@@ -180,12 +189,27 @@ async fn errors_carry_the_grpc_status_as_googles_json_error() {
     let json = [("content-type", "application/json")];
     let write =
         |mib: usize| format!("{{\"space\":\"web\",\"path\":\"/big.md\",\"content\":\"{}\"}}", "x".repeat(mib << 20));
-    let (status, _, body) = exchange(&http, "POST", "/api/v1/fs/write", &json, &write(17));
+    let (status, _, body) = refused_before_the_body(&http, "/api/v1/fs/write", 17 << 20);
     let error: Value = serde_json::from_str(&body).unwrap();
     assert_eq!((status, reason(&error)), (413, "TOO_LARGE"), "a body over the limit: {error}");
     let (status, _, body) = exchange(&http, "POST", "/api/v1/fs/write", &json, &write(9));
     let error: Value = serde_json::from_str(&body).unwrap();
     assert_eq!((status, reason(&error)), (400, "TOO_LARGE"), "a message over the limit: {error}");
+}
+
+#[tokio::test]
+async fn a_refusal_that_says_when_to_retry_sets_retry_after() {
+    // One call a second, bursts of two: the third call at once is refused.
+    let (_front, http, _temp) = front(&["--rate-limit", "1"]).await;
+    let list = json!({}).to_string();
+    let json_type = [("content-type", "application/json")];
+    let replies: Vec<_> =
+        (0..3).map(|_| exchange(&http, "POST", "/api/v1/admin/list_spaces", &json_type, &list)).collect();
+    let (status, headers, body) = replies.last().unwrap();
+    let error: Value = serde_json::from_str(body).unwrap();
+    assert_eq!((*status, reason(&error)), (429, "RATE_LIMITED"), "{error}");
+    let retry_after = headers.iter().find(|(name, _)| name == "retry-after").map(|(_, value)| value.parse::<u64>());
+    assert!(matches!(retry_after, Some(Ok(1..=2))), "{headers:?}");
 }
 
 #[tokio::test]
@@ -201,4 +225,113 @@ async fn http_calls_are_authenticated_like_grpc_calls() {
     let (status, reply) = post_with(&http, "/api/v1/admin/create_space", &bearer, &json!({"name": "ops-space"}));
     assert_eq!(status, 200, "{reply}");
     assert_eq!(reply["access"][0]["principal"], "ops");
+}
+
+/// An open Server-Sent Events stream.
+struct Events {
+    body: hyper::body::Incoming,
+    buffer: String,
+}
+
+impl Events {
+    /// `GET`s `path` (with `Last-Event-ID` when given) and expects an event stream.
+    async fn open(addr: &str, path: &str, last_event_id: Option<&str>) -> Events {
+        use http_body_util::Empty;
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut send, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+        tokio::spawn(connection);
+        let mut request = http::Request::get(path).header("host", addr);
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        let response = send.send_request(request.body(Empty::<prost::bytes::Bytes>::new()).unwrap()).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        Events { body: response.into_body(), buffer: String::new() }
+    }
+
+    /// The next event's fields (`id`, `event`, `data`), skipping comments.
+    async fn next(&mut self) -> Vec<(String, String)> {
+        use http_body_util::BodyExt;
+        loop {
+            if let Some((event, rest)) = self.buffer.split_once("\n\n") {
+                let fields: Vec<(String, String)> = event
+                    .lines()
+                    .filter(|line| !line.starts_with(':'))
+                    .filter_map(|line| line.split_once(": "))
+                    .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                    .collect();
+                self.buffer = rest.to_owned();
+                if !fields.is_empty() {
+                    return fields;
+                }
+                continue;
+            }
+            let frame = tokio::time::timeout(std::time::Duration::from_secs(20), self.body.frame())
+                .await
+                .expect("an event within 20 s")
+                .expect("the stream is open")
+                .unwrap();
+            if let Ok(data) = frame.into_data() {
+                self.buffer.push_str(std::str::from_utf8(&data).unwrap());
+            }
+        }
+    }
+
+    /// The next event's id and its data as JSON.
+    async fn event(&mut self) -> (String, Value) {
+        let fields = self.next().await;
+        let field = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        assert_eq!(field("event"), None, "{fields:?}");
+        (field("id").unwrap(), serde_json::from_str(&field("data").unwrap()).unwrap())
+    }
+}
+
+#[tokio::test]
+async fn watch_streams_server_sent_events_that_resume_without_loss_or_repeat() {
+    let (front, http, _temp) = front(&[]).await;
+    front.space("web").await;
+    let mut fs = front.fs().await;
+    // Revision 2 holds three events (two new folders and the file), 3 one.
+    fs.write(support::write_text("web", "/d/e/f.md", "f")).await.unwrap();
+    fs.write(support::write_text("web", "/x.md", "x")).await.unwrap();
+
+    let path = "/api/v1/fs/watch?space=web&from_revision=2";
+    let mut events = Events::open(&http, path, None).await;
+    let (first, event) = events.event().await;
+    assert_eq!((first.as_str(), event["revision"].as_str()), ("2/0", Some("2")), "{event}");
+    let (second, _) = events.event().await;
+    assert_eq!(second, "2/1");
+    drop(events);
+
+    // Resumed after the second event: the third, then revision 3, once each.
+    let mut events = Events::open(&http, path, Some(&second)).await;
+    let (third, event) = events.event().await;
+    assert_eq!(third, "2/2");
+    assert_eq!(event["path"], "/d/e/f.md");
+    let (fourth, event) = events.event().await;
+    assert_eq!((fourth.as_str(), event["path"].as_str()), ("3/0", Some("/x.md")));
+    // And what happens next, as it happens.
+    fs.write(support::write_text("web", "/y.md", "y")).await.unwrap();
+    let (fifth, event) = events.event().await;
+    assert_eq!(
+        (fifth.as_str(), event["path"].as_str(), event["kind"].as_str()),
+        ("4/0", Some("/y.md"), Some("CHANGE_KIND_CREATED"))
+    );
+    drop(events);
+
+    // A bare revision resumes after all of it; a path narrows the stream.
+    let mut events = Events::open(&http, "/api/v1/fs/watch?space=web&path=%2Fy.md&from_revision=2", Some("3")).await;
+    let (id, event) = events.event().await;
+    assert_eq!((id.as_str(), event["path"].as_str()), ("4/0", Some("/y.md")));
+
+    // A watch refused at once is an HTTP error, not a stream.
+    let (status, _, body) = exchange(&http, "GET", "/api/v1/fs/watch?space=nowhere", &[], "");
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, reason(&error)), (404, "NOT_FOUND"), "{error}");
+    let (status, _, body) = exchange(&http, "GET", "/api/v1/fs/watch?space=web&from_revision=soon", &[], "");
+    assert_eq!(status, 400, "{body}");
+    let (status, _, body) = exchange(&http, "GET", "/api/v1/fs/watch?space=web", &[("last-event-id", "x/y")], "");
+    assert_eq!(status, 400, "{body}");
 }

@@ -96,7 +96,9 @@ impl CliError {
             CliError::Usage(message) => ("USAGE".to_owned(), message.clone(), HashMap::new()),
             CliError::Status(status) => match status.get_details_error_info() {
                 Some(info) => (info.reason, status.message().to_owned(), info.metadata),
-                None => (code_name(status.code()).to_owned(), status.message().to_owned(), HashMap::new()),
+                None => {
+                    (agentvfs_proto::code_name(status.code()).to_owned(), status.message().to_owned(), HashMap::new())
+                }
             },
             CliError::Io(error) => ("IO".to_owned(), error.to_string(), HashMap::new()),
             CliError::Other(message) => ("ERROR".to_owned(), message.clone(), HashMap::new()),
@@ -234,30 +236,6 @@ pub fn exit_code_for(code: Code) -> u8 {
         Code::PermissionDenied | Code::Unauthenticated => EXIT_DENIED,
         Code::ResourceExhausted | Code::Unavailable => EXIT_RETRYABLE,
         _ => EXIT_OTHER,
-    }
-}
-
-/// The canonical gRPC name, used as the reason when the server sent no `ErrorInfo`
-/// (for example when it could not be reached at all).
-fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
     }
 }
 

@@ -46,22 +46,28 @@ impl Client {
     /// Connects lazily, so that an unreachable front surfaces as the first
     /// call's `UNAVAILABLE` status (exit 6) like any other retryable failure.
     pub fn new(addr: &str, token: Option<&str>, session: Option<&str>) -> Result<Client, CliError> {
-        let uri = if addr.contains("://") { addr.to_owned() } else { format!("http://{addr}") };
-        let endpoint =
-            Endpoint::from_shared(uri).map_err(|error| CliError::Usage(format!("bad --addr {addr:?}: {error}")))?;
-        let metadata = Metadata {
-            authorization: token.map(|token| ascii(&format!("Bearer {token}"), "--token")).transpose()?,
-            session: session.map(|session| ascii(session, "--session")).transpose()?,
-        };
-        let channel = endpoint.connect_lazy();
-        let fs = FileSystemClient::with_interceptor(channel.clone(), metadata.clone())
+        let service = service(addr, token, session)?;
+        let fs = FileSystemClient::new(service.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        let admin = AdminClient::with_interceptor(channel, metadata)
+        let admin = AdminClient::new(service)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         Ok(Client { fs, admin })
     }
+}
+
+/// A lazily connected channel to the front at `addr` that adds the token
+/// and session to each request.
+pub fn service(addr: &str, token: Option<&str>, session: Option<&str>) -> Result<Service, CliError> {
+    let uri = if addr.contains("://") { addr.to_owned() } else { format!("http://{addr}") };
+    let endpoint =
+        Endpoint::from_shared(uri).map_err(|error| CliError::Usage(format!("bad --addr {addr:?}: {error}")))?;
+    let metadata = Metadata {
+        authorization: token.map(|token| ascii(&format!("Bearer {token}"), "--token")).transpose()?,
+        session: session.map(|session| ascii(session, "--session")).transpose()?,
+    };
+    Ok(InterceptedService::new(endpoint.connect_lazy(), metadata))
 }
 
 fn ascii(value: &str, flag: &str) -> Result<MetadataValue<Ascii>, CliError> {

@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::io;
 
 use tonic::Code;
-use tonic_types::StatusExt as _;
+
+pub use agentvfs_mcp::{NextActions, spell_next_action};
 
 /// Invalid arguments or usage (also what clap exits with on a bad command line).
 pub const EXIT_USAGE: u8 = 2;
@@ -94,12 +95,7 @@ impl CliError {
     pub fn parts(&self) -> (String, String, HashMap<String, String>) {
         match self {
             CliError::Usage(message) => ("USAGE".to_owned(), message.clone(), HashMap::new()),
-            CliError::Status(status) => match status.get_details_error_info() {
-                Some(info) => (info.reason, status.message().to_owned(), info.metadata),
-                None => {
-                    (agentvfs_proto::code_name(status.code()).to_owned(), status.message().to_owned(), HashMap::new())
-                }
-            },
+            CliError::Status(status) => agentvfs_mcp::status_parts(status),
             CliError::Io(error) => ("IO".to_owned(), error.to_string(), HashMap::new()),
             CliError::Other(message) => ("ERROR".to_owned(), message.clone(), HashMap::new()),
             CliError::Failed(_) => ("FAILED".to_owned(), String::new(), HashMap::new()),
@@ -109,12 +105,6 @@ impl CliError {
         }
     }
 }
-
-/// Next actions as a transport spells them: `(reason, command, text)`. The
-/// row for the command comes first, then the row for any command (`""`).
-/// `{key}` in a text is the error's `key` metadata (`path`,
-/// `currentVersion`, …).
-pub type NextActions = [(&'static str, &'static str, &'static str)];
 
 /// The next action of each reason whose text from the front names an RPC
 /// field, method or metadata, as typed on this command line. Reasons not
@@ -203,29 +193,6 @@ pub const NEXT_ACTIONS: &NextActions = &[
         "Wait a moment and run the command again (exit status 6: worth retrying); narrow a grep with a path, --glob or --type.",
     ),
 ];
-
-/// The next action of an error with `reason` and `metadata` from `command`
-/// as `table` spells it, if it has a row for them and the metadata has every
-/// `{key}` the row names.
-pub fn spell_next_action(
-    table: &NextActions,
-    reason: &str,
-    command: &str,
-    metadata: &HashMap<String, String>,
-) -> Option<String> {
-    let row = |cmd: &str| table.iter().find(|(r, c, _)| *r == reason && *c == cmd);
-    let (_, _, text) = row(command).or_else(|| row(""))?;
-    let mut spelled = String::with_capacity(text.len());
-    let mut rest = *text;
-    while let Some(start) = rest.find('{') {
-        let end = start + rest[start..].find('}')?;
-        spelled.push_str(&rest[..start]);
-        spelled.push_str(metadata.get(&rest[start + 1..end])?);
-        rest = &rest[end + 1..];
-    }
-    spelled.push_str(rest);
-    Some(spelled)
-}
 
 /// The exit status of a gRPC status code (also used for `ReadMany` outcomes).
 pub fn exit_code_for(code: Code) -> u8 {

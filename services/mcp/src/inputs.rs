@@ -2,13 +2,13 @@
 //! proto requests, with the doc comments as their schema descriptions, and
 //! their mapping to the request of the one RPC each tool makes.
 //!
-//! `space` is optional everywhere and defaults to the server's `--space`.
+//! `space` is optional everywhere and defaults to the server's space.
 
 use agentvfs_proto::v1 as pb;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::commands::edits::{self, Edit};
+use crate::edits::{self, Edit};
 
 fn space(space: Option<String>, default: &str) -> String {
     space.unwrap_or_else(|| default.to_owned())

@@ -1,9 +1,15 @@
 //! The next action of each reason whose text from the front names an RPC
-//! field, method or metadata, in this bridge's words: tools and their
+//! field, method or metadata, in the tools' words: tools and their
 //! arguments. Reasons not listed keep the front's text (see
-//! [`crate::errors::spell_next_action`] for the shape of a row).
+//! [`spell_next_action`] for the shape of a row).
 
-use crate::errors::NextActions;
+use std::collections::HashMap;
+
+/// Next actions as a transport spells them: `(reason, command, text)`. The
+/// row for the command comes first, then the row for any command (`""`).
+/// `{key}` in a text is the error's `key` metadata (`path`,
+/// `currentVersion`, …).
+pub type NextActions = [(&'static str, &'static str, &'static str)];
 
 pub const NEXT_ACTIONS: &NextActions = &[
     (
@@ -49,3 +55,26 @@ pub const NEXT_ACTIONS: &NextActions = &[
     ("RATE_LIMITED", "", "Wait a moment, then call again."),
     ("OVERLOADED", "", "Wait a moment, then call again; narrow a grep with path, glob or type."),
 ];
+
+/// The next action of an error with `reason` and `metadata` from `command`
+/// as `table` spells it, if it has a row for them and the metadata has every
+/// `{key}` the row names.
+pub fn spell_next_action(
+    table: &NextActions,
+    reason: &str,
+    command: &str,
+    metadata: &HashMap<String, String>,
+) -> Option<String> {
+    let row = |cmd: &str| table.iter().find(|(r, c, _)| *r == reason && *c == cmd);
+    let (_, _, text) = row(command).or_else(|| row(""))?;
+    let mut spelled = String::with_capacity(text.len());
+    let mut rest = *text;
+    while let Some(start) = rest.find('{') {
+        let end = start + rest[start..].find('}')?;
+        spelled.push_str(&rest[..start]);
+        spelled.push_str(metadata.get(&rest[start + 1..end])?);
+        rest = &rest[end + 1..];
+    }
+    spelled.push_str(rest);
+    Some(spelled)
+}

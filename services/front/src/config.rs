@@ -126,6 +126,11 @@ pub struct Options {
     /// `/api/v1/admin/{rpc}`, proto3 JSON; none by default.
     #[arg(long, env = "AGENTVFS_HTTP_LISTEN")]
     pub http_listen: Option<SocketAddr>,
+    /// Browser origins that may call `/mcp`, comma-separated, each with a
+    /// scheme and a port or `*` (`https://app.example:443`,
+    /// `http://localhost:*`); a request from any other origin is refused.
+    #[arg(long, env = "AGENTVFS_HTTP_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub http_allowed_origins: Option<Vec<String>>,
     /// Free disk space to keep; writes that would go below it are STORAGE_FULL.
     #[arg(long, env = "AGENTVFS_MIN_FREE_BYTES")]
     pub min_free_bytes: Option<u64>,
@@ -207,6 +212,7 @@ pub struct Config {
     pub rate_limit: u32,
     pub metrics_listen: Option<SocketAddr>,
     pub http_listen: Option<SocketAddr>,
+    pub http_allowed_origins: Vec<String>,
     pub store_threads: usize,
 }
 
@@ -266,6 +272,7 @@ impl Options {
             store_threads: self.store_threads.or(file.store_threads),
             metrics_listen: self.metrics_listen.or(file.metrics_listen),
             http_listen: self.http_listen.or(file.http_listen),
+            http_allowed_origins: self.http_allowed_origins.or(file.http_allowed_origins),
             rate_limit: self.rate_limit.or(file.rate_limit),
             session_idle_seconds: self.session_idle_seconds.or(file.session_idle_seconds),
             print_config: self.print_config,
@@ -332,6 +339,13 @@ impl Options {
             rate_limit: self.rate_limit.unwrap_or(5000),
             metrics_listen: self.metrics_listen,
             http_listen: self.http_listen,
+            http_allowed_origins: self
+                .http_allowed_origins
+                .unwrap_or_default()
+                .into_iter()
+                .map(|origin| origin.trim().to_owned())
+                .filter(|origin| !origin.is_empty())
+                .collect(),
             store_threads: self.store_threads.unwrap_or(512),
         };
         config.validate()?;
@@ -352,6 +366,11 @@ impl Config {
             return Err(ConfigError(format!(
                 "--dev accepts unauthenticated calls, so it only listens on a loopback address, not {}",
                 self.listen
+            )));
+        }
+        if let Some(http) = self.http_listen.filter(|http| self.dev && !http.ip().is_loopback()) {
+            return Err(ConfigError(format!(
+                "--dev accepts unauthenticated calls, so it only serves HTTP on a loopback address, not {http}"
             )));
         }
         if !self.dev && self.tokens.is_none() {
@@ -414,7 +433,7 @@ impl Config {
              drain-seconds = {}\n\
              request-timeout-seconds = {}\n\
              session-capacity = {}\nsession-idle-seconds = {}\ngrep-concurrency = {}\ngrep-queue = {}\n\
-             grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\nmax-in-flight = {}\nrate-limit = {}\nmetrics-listen = {:?}\nhttp-listen = {:?}\n",
+             grep-max-files = {}\ngrep-max-bytes = {}\nreceipt-hours = {}\nmax-in-flight = {}\nrate-limit = {}\nmetrics-listen = {:?}\nhttp-listen = {:?}\nhttp-allowed-origins = {:?}\n",
             self.listen,
             self.database.as_ref().map_or_else(
                 || format!("data-dir = \"{}\"\n", self.data_dir.display()),
@@ -456,6 +475,7 @@ impl Config {
             self.rate_limit,
             self.metrics_listen.map(|a| a.to_string()),
             self.http_listen.map(|a| a.to_string()),
+            self.http_allowed_origins,
         )
     }
 }

@@ -29,7 +29,9 @@ use tonic::Code;
 use tower::ServiceExt as _;
 use tower::util::BoxCloneSyncService;
 
-use crate::auth::REQUEST_ID;
+use crate::auth::{Authenticator, REQUEST_ID};
+
+mod mcp;
 
 /// A reply's body: one JSON document, or a stream of events.
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -47,10 +49,25 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How the front serves HTTP.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The largest request body.
+    pub max_body: usize,
+    /// Authenticates `/mcp` requests before the MCP layer reads them.
+    pub auth: Authenticator,
+    /// `--dev`: calls need no token.
+    pub dev: bool,
+    /// Browser origins that may call `/mcp`.
+    pub allowed_origins: Vec<String>,
+    /// An MCP session ends after this long without a request.
+    pub session_idle: Duration,
+}
+
 /// Serves HTTP on `listener` until the task is dropped, which ends every
 /// connection.
-pub async fn serve(listener: TcpListener, grpc: Grpc, max_body: usize) {
-    let gateway = Arc::new(Gateway::new(grpc, max_body));
+pub async fn serve(listener: TcpListener, grpc: Grpc, options: Options) {
+    let gateway = Arc::new(Gateway::new(grpc, options));
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -84,6 +101,7 @@ struct Gateway {
     grpc: Grpc,
     pool: DescriptorPool,
     max_body: usize,
+    mcp: mcp::Mcp,
 }
 
 /// Headers a gRPC call must not take from the HTTP request.
@@ -99,10 +117,17 @@ const NOT_FORWARDED: &[header::HeaderName] = &[
 ];
 
 impl Gateway {
-    fn new(grpc: Grpc, max_body: usize) -> Gateway {
+    fn new(grpc: Grpc, options: Options) -> Gateway {
         let pool = DescriptorPool::decode(agentvfs_proto::FILE_DESCRIPTOR_SET)
             .expect("the descriptors compiled into agentvfs-proto decode");
-        Gateway { grpc, pool, max_body }
+        let settings = mcp::Settings {
+            allowed_origins: options.allowed_origins,
+            session_idle: options.session_idle,
+            max_body: options.max_body,
+        };
+        let mcp = mcp::Mcp::new(grpc.clone(), options.auth, options.dev, settings)
+            .expect("the MCP tools build from the compiled-in descriptors and schemas");
+        Gateway { grpc, pool, max_body: options.max_body, mcp }
     }
 
     async fn handle(&self, request: Request<hyper::body::Incoming>) -> Response<Body> {
@@ -125,6 +150,9 @@ impl Gateway {
     ) -> Result<Response<Body>, Failure> {
         if request.uri().path() == WATCH_ROUTE {
             return self.watch(request, request_id).await;
+        }
+        if request.uri().path() == mcp::ROUTE {
+            return Ok(self.mcp.handle(request, &self.pool).await);
         }
         let method = self.route(request.method(), request.uri().path())?;
         let json = request

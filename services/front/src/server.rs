@@ -94,7 +94,7 @@ pub async fn serve(
     };
     let front = Arc::new(Front {
         store: store.clone(),
-        auth,
+        auth: auth.clone(),
         sessions,
         workers: workers.clone(),
         grep: Arc::new(Grep::new(store.clone(), workers.clone(), grep_budget)),
@@ -153,8 +153,14 @@ pub async fn serve(
             .service(tonic::service::Routes::new(filesystem.clone()).add_service(admin.clone()));
         // JSON spells bytes in base64 and escapes text: a body may be
         // larger than the message it carries, which the gRPC limit bounds.
-        let max_body = limit.saturating_mul(2);
-        tokio::spawn(crate::rest::serve(listener, tower::util::BoxCloneSyncService::new(grpc), max_body))
+        let options = crate::rest::Options {
+            max_body: limit.saturating_mul(2),
+            auth: auth.clone(),
+            dev: config.dev,
+            allowed_origins: config.http_allowed_origins.clone(),
+            session_idle: config.session_idle,
+        };
+        tokio::spawn(crate::rest::serve(listener, tower::util::BoxCloneSyncService::new(grpc), options))
     });
     let server = Server::builder()
         .layer(crate::metrics::RpcMetricsLayer)

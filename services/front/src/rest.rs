@@ -31,6 +31,7 @@ use tower::util::BoxCloneSyncService;
 
 use crate::auth::{Authenticator, REQUEST_ID};
 
+mod content;
 mod mcp;
 
 /// A reply's body: one JSON document, or a stream of events.
@@ -151,6 +152,9 @@ impl Gateway {
         if request.uri().path() == WATCH_ROUTE {
             return self.watch(request, request_id).await;
         }
+        if request.uri().path() == content::ROUTE {
+            return self.content(request, request_id).await;
+        }
         if request.uri().path() == mcp::ROUTE {
             return Ok(self.mcp.handle(request, &self.pool).await);
         }
@@ -209,17 +213,20 @@ impl Gateway {
         }
 
         let mut grpc_request = grpc_request(&method, &parts.headers, &message);
-        if let Some(timeout) = parts.headers.get("x-request-timeout") {
-            let timeout = grpc_timeout(timeout).ok_or_else(|| {
-                Failure::local(
-                    StatusCode::BAD_REQUEST,
-                    Code::InvalidArgument,
-                    "X-Request-Timeout must be a number of seconds (for example 2.5).",
-                )
-            })?;
-            grpc_request.headers_mut().insert("grpc-timeout", timeout);
-        }
+        deadline(&parts.headers, &mut grpc_request)?;
         let response = self.grpc.clone().oneshot(grpc_request).await.unwrap_or_else(|never| match never {});
+        let reply = self.reply(response, method.output(), request_id).await?;
+        Ok(json_response(StatusCode::OK, &proto_json(&reply)?))
+    }
+
+    /// The one message of a unary call's `response`, or its failure;
+    /// `request_id` becomes the one the call was given.
+    async fn reply(
+        &self,
+        response: Response<tonic::body::Body>,
+        output: prost_reflect::MessageDescriptor,
+        request_id: &mut Option<HeaderValue>,
+    ) -> Result<DynamicMessage, Failure> {
         let (head, body) = response.into_parts();
         if let Some(id) = head.headers.get(REQUEST_ID) {
             *request_id = Some(id.clone());
@@ -233,15 +240,9 @@ impl Gateway {
         if status.code() != Code::Ok {
             return Err(Failure::from_status(&self.pool, &status));
         }
-        let reply = unframe(collected.to_bytes())
-            .and_then(|bytes| DynamicMessage::decode(method.output(), bytes).ok())
-            .ok_or_else(|| {
-                Failure::local(StatusCode::INTERNAL_SERVER_ERROR, Code::Internal, "A reply could not be read.")
-            })?;
-        let json = reply
-            .serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new())
-            .map_err(|error| Failure::local(StatusCode::INTERNAL_SERVER_ERROR, Code::Internal, error.to_string()))?;
-        Ok(json_response(StatusCode::OK, &json))
+        unframe(collected.to_bytes()).and_then(|bytes| DynamicMessage::decode(output, bytes).ok()).ok_or_else(|| {
+            Failure::local(StatusCode::INTERNAL_SERVER_ERROR, Code::Internal, "A reply could not be read.")
+        })
     }
 
     /// `GET /api/v1/fs/watch?space=…&path=…&from_revision=…` as Server-Sent
@@ -422,17 +423,19 @@ fn grpc_request(
     headers: &HeaderMap,
     message: &DynamicMessage,
 ) -> Request<tonic::body::Body> {
-    let encoded = message.encode_to_vec();
-    let mut framed = Vec::with_capacity(5 + encoded.len());
-    framed.push(0);
-    framed.extend_from_slice(&u32::try_from(encoded.len()).unwrap_or(u32::MAX).to_be_bytes());
-    framed.extend_from_slice(&encoded);
+    let body = Full::new(frame(&message.encode_to_vec())).map_err(|never| match never {});
+    grpc_call(method, headers, tonic::body::Body::new(body))
+}
+
+/// The gRPC call of `method` with `body` (framed messages) and the headers
+/// of the HTTP request a gRPC call may take.
+fn grpc_call(method: &MethodDescriptor, headers: &HeaderMap, body: tonic::body::Body) -> Request<tonic::body::Body> {
     let path = format!("/{}/{}", method.parent_service().full_name(), method.name());
     let mut request = Request::builder()
         .method(Method::POST)
         .uri(path)
         .version(http::Version::HTTP_2)
-        .body(tonic::body::Body::new(Full::new(Bytes::from(framed)).map_err(|never| match never {})))
+        .body(body)
         .expect("a POST to a method path is a valid request");
     let grpc_headers = request.headers_mut();
     for (name, value) in headers {
@@ -444,6 +447,37 @@ fn grpc_request(
     grpc_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     grpc_headers.insert(header::TE, HeaderValue::from_static("trailers"));
     request
+}
+
+/// One encoded message as a gRPC frame.
+fn frame(message: &[u8]) -> Bytes {
+    let mut framed = Vec::with_capacity(5 + message.len());
+    framed.push(0);
+    framed.extend_from_slice(&u32::try_from(message.len()).unwrap_or(u32::MAX).to_be_bytes());
+    framed.extend_from_slice(message);
+    Bytes::from(framed)
+}
+
+/// Gives `request` the deadline of the HTTP request's `X-Request-Timeout`.
+fn deadline(headers: &HeaderMap, request: &mut Request<tonic::body::Body>) -> Result<(), Failure> {
+    if let Some(timeout) = headers.get("x-request-timeout") {
+        let timeout = grpc_timeout(timeout).ok_or_else(|| {
+            Failure::local(
+                StatusCode::BAD_REQUEST,
+                Code::InvalidArgument,
+                "X-Request-Timeout must be a number of seconds (for example 2.5).",
+            )
+        })?;
+        request.headers_mut().insert("grpc-timeout", timeout);
+    }
+    Ok(())
+}
+
+/// `message` in proto3 JSON.
+fn proto_json(message: &DynamicMessage) -> Result<serde_json::Value, Failure> {
+    message
+        .serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new())
+        .map_err(|error| Failure::local(StatusCode::INTERNAL_SERVER_ERROR, Code::Internal, error.to_string()))
 }
 
 /// Where an event stands in a watch: its revision and its place among the

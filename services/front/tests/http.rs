@@ -8,6 +8,7 @@ mod support;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
+use agentvfs_proto::v1 as pb;
 use serde_json::{Value, json};
 use support::{Front, free_port};
 
@@ -334,4 +335,130 @@ async fn watch_streams_server_sent_events_that_resume_without_loss_or_repeat() {
     assert_eq!(status, 400, "{body}");
     let (status, _, body) = exchange(&http, "GET", "/api/v1/fs/watch?space=web", &[("last-event-id", "x/y")], "");
     assert_eq!(status, 400, "{body}");
+}
+
+/// The front's resident memory and its peak since the last reset, in bytes.
+fn memory(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        let line = status.lines().find(|line| line.starts_with(name)).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Piece `i` of a test file: 1 MiB of bytes that differ from piece to piece.
+fn piece(i: usize) -> Vec<u8> {
+    (0..1 << 20).map(|j| ((i * 7919 + j * 31 + j / 251) % 256) as u8).collect()
+}
+
+/// `PUT /api/v1/fs/content` of `pieces` MiB, written as they are made.
+fn put_content(addr: &str, query: &str, headers: &[(&str, &str)], pieces: usize) -> (u16, Value) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let mut head = format!(
+        "PUT /api/v1/fs/content?{query} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n",
+        pieces << 20
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    stream.write_all(format!("{head}\r\n").as_bytes()).unwrap();
+    // A front may answer before the whole body is in (a refusal): then
+    // writing fails, and the answer is what counts.
+    for i in 0..pieces {
+        if stream.write_all(&piece(i)).is_err() {
+            break;
+        }
+    }
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (status, _, body) = parse_response(&response);
+    (status, serde_json::from_str(&body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}")))
+}
+
+/// `GET /api/v1/fs/content`: the status, the headers, and the body's length
+/// and BLAKE3 hash, read as it streams in.
+fn get_content(addr: &str, query: &str) -> (u16, Vec<(String, String)>, u64, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let request = format!("GET /api/v1/fs/content?{query} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        stream.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let (status, headers, _) = parse_response(std::str::from_utf8(&head).unwrap());
+    let (mut hasher, mut length, mut buffer) = (blake3::Hasher::new(), 0, vec![0; 64 << 10]);
+    loop {
+        let read = stream.read(&mut buffer).unwrap();
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+        length += read as u64;
+    }
+    (status, headers, length, hasher.finalize().to_hex().to_string())
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> &'a str {
+    headers.iter().find(|(n, _)| n == name).map(|(_, value)| value.as_str()).unwrap_or("")
+}
+
+#[tokio::test]
+async fn content_streams_raw_bytes_both_ways_and_a_download_keeps_memory_flat() {
+    let (front, http, _temp) = front(&[]).await;
+    assert_eq!(post(&http, "/api/v1/admin/create_space", &json!({"name": "web"})).0, 200);
+    let mut expected = blake3::Hasher::new();
+    for i in 0..64 {
+        expected.update(&piece(i));
+    }
+    let expected = expected.finalize().to_hex().to_string();
+
+    // 64 MiB up, created only if missing, with a key that makes a retry safe.
+    let create = [("if-none-match", "*"), ("idempotency-key", "big-1"), ("x-agentvfs-hash", expected.as_str())];
+    let (status, uploaded) = put_content(&http, "space=web&path=/big.bin", &create, 64);
+    assert_eq!(status, 201, "{uploaded}");
+    assert_eq!((uploaded["size"].as_str(), uploaded["version"].as_str()), (Some("67108864"), Some("1")));
+    assert_eq!(uploaded["hash"], expected.as_str());
+    let (status, retried) = put_content(&http, "space=web&path=/big.bin", &create, 64);
+    assert_eq!((status, &retried), (201, &uploaded), "a retry with the same key gets the first answer");
+
+    // 64 MiB down, as it streams, while the front's memory stays flat.
+    std::fs::write(format!("/proc/{}/clear_refs", front.pid()), "5").unwrap();
+    let (resident, _) = memory(front.pid());
+    let (status, headers, length, hash) = get_content(&http, "space=web&path=/big.bin");
+    let (_, peak) = memory(front.pid());
+    assert_eq!(status, 200, "{headers:?}");
+    assert_eq!((length, hash.as_str()), (64 << 20, expected.as_str()));
+    assert_eq!(header(&headers, "content-length"), "67108864");
+    assert_eq!(header(&headers, "etag"), "\"1\"");
+    assert_eq!(header(&headers, "x-agentvfs-hash"), expected);
+    assert_eq!(header(&headers, "content-type"), "application/octet-stream");
+    let growth = peak.saturating_sub(resident);
+    assert!(growth < 16 << 20, "a 64 MiB download grew the front by {} MiB", growth >> 20);
+
+    // gRPC agrees on what HTTP stored.
+    let download = pb::DownloadRequest { space: "web".into(), path: "/big.bin".into(), ..Default::default() };
+    let mut chunks = front.fs().await.download(download).await.unwrap().into_inner();
+    let first = chunks.message().await.unwrap().unwrap().header.unwrap();
+    assert_eq!((first.size, first.hash.as_str()), (64 << 20, expected.as_str()));
+
+    // If-Match: only over the version it names.
+    let (status, error) = put_content(&http, "space=web&path=/big.bin", &[("if-match", "\"7\"")], 1);
+    assert_eq!((status, reason(&error)), (400, "VERSION_CONFLICT"), "{error}");
+    let (status, replaced) = put_content(&http, "space=web&path=/big.bin", &[("if-match", "\"1\"")], 1);
+    assert_eq!((status, replaced["version"].as_str()), (200, Some("2")), "{replaced}");
+    let (status, _, length, _) = get_content(&http, "space=web&path=/big.bin&version=1");
+    assert_eq!((status, length), (200, 64 << 20), "an older version stays readable");
+
+    // Refusals are JSON errors.
+    let (status, _, body) = exchange(&http, "DELETE", "/api/v1/fs/content?space=web&path=/big.bin", &[], "");
+    assert_eq!(status, 405, "{body}");
+    let (status, _, body) = exchange(&http, "GET", "/api/v1/fs/content?space=web&path=/big.bin&nope=1", &[], "");
+    assert_eq!(status, 400, "{body}");
+    let (status, _, body) = exchange(&http, "GET", "/api/v1/fs/content?space=web&path=/missing", &[], "");
+    assert_eq!((status, reason(&serde_json::from_str(&body).unwrap())), (404, "NOT_FOUND"), "{body}");
+    let (status, error) = put_content(&http, "space=web&path=/x", &[("if-match", "\"1\""), ("if-none-match", "*")], 1);
+    assert_eq!(status, 400, "{error}");
 }

@@ -44,6 +44,7 @@ pub mod ids;
 pub mod indexer;
 pub mod metrics;
 pub mod migrate;
+pub mod openapi;
 pub mod page_token;
 pub mod path;
 #[doc(hidden)]

@@ -41,7 +41,11 @@ type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 pub type Grpc = BoxCloneSyncService<Request<tonic::body::Body>, Response<tonic::body::Body>, Infallible>;
 
 /// `Watch` as Server-Sent Events.
-const WATCH_ROUTE: &str = "/api/v1/fs/watch";
+pub(crate) const WATCH_ROUTE: &str = "/api/v1/fs/watch";
+/// The OpenAPI document of every route.
+pub(crate) const OPENAPI_ROUTE: &str = "/openapi.json";
+pub(crate) use content::ROUTE as CONTENT_ROUTE;
+pub(crate) use mcp::ROUTE as MCP_ROUTE;
 /// Comment lines sent on an idle event stream, so that proxies keep it open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -151,6 +155,18 @@ impl Gateway {
     ) -> Result<Response<Body>, Failure> {
         if request.uri().path() == WATCH_ROUTE {
             return self.watch(request, request_id).await;
+        }
+        if request.uri().path() == OPENAPI_ROUTE {
+            if request.method() != Method::GET {
+                return Err(Failure::local(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    Code::InvalidArgument,
+                    format!("{OPENAPI_ROUTE} takes GET, not {}.", request.method()),
+                ));
+            }
+            let mut response = Response::new(Full::new(Bytes::from_static(crate::openapi::document())).boxed());
+            response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            return Ok(response);
         }
         if request.uri().path() == content::ROUTE {
             return self.content(request, request_id).await;
@@ -605,7 +621,7 @@ fn json_response(status: StatusCode, json: &serde_json::Value) -> Response<Body>
 }
 
 /// `ReadMany` as `read_many`.
-fn snake_case(name: &str) -> String {
+pub(crate) fn snake_case(name: &str) -> String {
     let mut out = String::with_capacity(name.len() + 4);
     for (i, c) in name.char_indices() {
         if c.is_ascii_uppercase() && i > 0 {
@@ -687,7 +703,7 @@ fn retry_seconds(detail: &serde_json::Value) -> Option<u64> {
 }
 
 /// Google's HTTP mapping of gRPC codes.
-fn http_status(code: Code) -> StatusCode {
+pub(crate) fn http_status(code: Code) -> StatusCode {
     match code {
         Code::Ok => StatusCode::OK,
         Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => StatusCode::BAD_REQUEST,

@@ -40,6 +40,9 @@ type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 /// The in-process gRPC service every HTTP call is turned into.
 pub type Grpc = BoxCloneSyncService<Request<tonic::body::Body>, Response<tonic::body::Body>, Infallible>;
 
+/// Bodies larger than this are parsed on a blocking thread.
+const BLOCKING_PARSE: usize = 256 << 10;
+
 /// `Watch` as Server-Sent Events.
 pub(crate) const WATCH_ROUTE: &str = "/api/v1/fs/watch";
 /// The OpenAPI document of every route.
@@ -220,8 +223,19 @@ impl Gateway {
                 ));
             }
         };
-        let mut message = parse(&method, &body)?;
-        if let Some(key) = parts.headers.get("idempotency-key").and_then(|value| value.to_str().ok())
+        // Parsing a body of megabytes takes milliseconds: off the runtime's threads.
+        let mut message = if body.len() > BLOCKING_PARSE {
+            let (method, body) = (method.clone(), body.clone());
+            tokio::task::spawn_blocking(move || parse(&method, &body)).await.map_err(|_| {
+                Failure::local(StatusCode::INTERNAL_SERVER_ERROR, Code::Internal, "The body could not be parsed.")
+            })??
+        } else {
+            parse(&method, &body)?
+        };
+        let key = parts.headers.get("idempotency-key").map(HeaderValue::to_str).transpose().map_err(|_| {
+            Failure::local(StatusCode::BAD_REQUEST, Code::InvalidArgument, "Idempotency-Key must be printable ASCII.")
+        })?;
+        if let Some(key) = key
             && let Some(field) = method.input().get_field_by_name("idempotency_key")
             && message.get_field(&field).as_str().is_some_and(str::is_empty)
         {
@@ -420,6 +434,11 @@ fn parse(method: &MethodDescriptor, body: &[u8]) -> Result<DynamicMessage, Failu
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(DynamicMessage::new(method.input()));
     }
+    // JSON parsers disagree on which of two equal keys wins; refuse them
+    // rather than read what another reader of the same body would not.
+    serde_json::from_slice::<UniqueKeys>(body).map_err(|error| {
+        Failure::local(StatusCode::BAD_REQUEST, Code::InvalidArgument, format!("The body is not valid JSON: {error}"))
+    })?;
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let options = DeserializeOptions::new().deny_unknown_fields(true);
     DynamicMessage::deserialize_with_options(method.input(), &mut deserializer, &options)
@@ -431,6 +450,63 @@ fn parse(method: &MethodDescriptor, body: &[u8]) -> Result<DynamicMessage, Failu
                 format!("The body is not a valid {} in proto3 JSON: {error}", method.input().name()),
             )
         })
+}
+
+/// A JSON document none of whose objects names a key twice.
+struct UniqueKeys;
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<UniqueKeys, D::Error> {
+        deserializer.deserialize_any(UniqueKeys)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeys {
+    type Value = UniqueKeys;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<UniqueKeys, A::Error> {
+        let mut keys = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            map.next_value::<UniqueKeys>()?;
+            if !keys.insert(key) {
+                return Err(serde::de::Error::custom("an object names the same key twice"));
+            }
+        }
+        Ok(UniqueKeys)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<UniqueKeys, A::Error> {
+        while seq.next_element::<UniqueKeys>()?.is_some() {}
+        Ok(UniqueKeys)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_unit<E>(self) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
 }
 
 /// The gRPC call for `message`, with the HTTP request's headers as metadata.

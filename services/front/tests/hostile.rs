@@ -9,6 +9,7 @@ mod support;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
@@ -503,4 +504,221 @@ async fn messages_over_the_size_limit_get_a_clear_error() {
     assert_eq!((status.code(), support::reason(&status).as_str()), (Code::InvalidArgument, "TOO_LARGE"), "{status:?}");
     assert_eq!(support::metadata(&status, "limit"), (8 << 20).to_string());
     fs.write(write_text("s", "/small.txt", "fine")).await.unwrap();
+}
+
+/// One hostile HTTP request: the bytes sent, and the status and `ErrorInfo`
+/// reason it must get (`None`: refused by the HTTP layer itself, with no
+/// JSON body).
+struct HttpCase {
+    name: &'static str,
+    request: Vec<u8>,
+    status: u16,
+    reason: Option<&'static str>,
+}
+
+/// A request with `headers` and `body` (`content-length` added).
+fn request(method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Vec<u8> {
+    let mut text = format!("{method} {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n");
+    for (name, value) in headers {
+        text.push_str(&format!("{name}: {value}\r\n"));
+    }
+    text.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
+    text.into_bytes()
+}
+
+/// `POST` of `body` as JSON to `route`.
+fn json(route: &str, body: &str) -> Vec<u8> {
+    request("POST", route, &[("content-type", "application/json")], body)
+}
+
+fn http_cases(max_body: usize) -> Vec<HttpCase> {
+    let c = |name, request, status, reason| HttpCase { name, request, status, reason };
+    let read = |body: &str| json("/api/v1/fs/read", body);
+    let with = |headers: &[(&str, &str)]| {
+        let mut all = vec![("content-type", "application/json")];
+        all.extend_from_slice(headers);
+        request("POST", "/api/v1/fs/read", &all, r#"{"space":"s","path":"/doc.md"}"#)
+    };
+    let (bad, not_found) = (Some("INVALID_ARGUMENT"), Some("NOT_FOUND"));
+    let deep = format!(r#"{{"space":"s","path":{}1{}}}"#, "[".repeat(10_000), "]".repeat(10_000));
+    let oversized = format!(r#"{{"space":"s","path":"/{}"}}"#, "a".repeat(max_body));
+    let mut chunked_oversized = b"POST /api/v1/fs/read HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\
+        content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+        .to_vec();
+    for _ in 0..(max_body >> 16) + 2 {
+        chunked_oversized.extend_from_slice(format!("10000\r\n{}\r\n", "a".repeat(1 << 16)).as_bytes());
+    }
+    chunked_oversized.extend_from_slice(b"0\r\n\r\n");
+    let huge_header = "x".repeat(1 << 20);
+    let many_headers: Vec<(String, String)> = (0..200).map(|i| (format!("x-h{i}"), "v".to_owned())).collect();
+    let many_headers: Vec<(&str, &str)> = many_headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    let long_session = "s".repeat(1000);
+    let write = r#"{"space":"s","path":"/w","content":"x"}"#;
+    let mut binary_key =
+        request("POST", "/api/v1/fs/write", &[("content-type", "application/json"), ("idempotency-key", "k@")], write);
+    let at = binary_key.iter().position(|&byte| byte == b'@').unwrap();
+    binary_key[at] = 0xff;
+    vec![
+        // Routes.
+        c("GET of a unary route", request("GET", "/api/v1/fs/read", &[], ""), 405, bad),
+        c("an unknown RPC", json("/api/v1/fs/nope", "{}"), 404, not_found),
+        c("an unknown service", json("/api/v1/worker/fetch", "{}"), 404, not_found),
+        c("the gRPC path over HTTP/1.1", json("/agentvfs.v1.FileSystem/Read", "{}"), 404, not_found),
+        c("a streaming RPC as unary", json("/api/v1/fs/download", "{}"), 404, not_found),
+        c("an upload as unary", json("/api/v1/fs/upload", "{}"), 404, not_found),
+        c("dot segments in the route", json("/api/v1/fs/../admin/create_space", r#"{"name":"x"}"#), 404, not_found),
+        c("a trailing slash", json("/api/v1/fs/read/", "{}"), 404, not_found),
+        c("an RPC in the wrong case", json("/api/v1/fs/READ", "{}"), 404, not_found),
+        c("a percent-encoded RPC", json("/api/v1/fs/%72ead", "{}"), 404, not_found),
+        c("a doubled slash", json("//api/v1/fs/read", "{}"), 404, not_found),
+        c("an empty RPC name", json("/api/v1/admin/", "{}"), 404, not_found),
+        c("POST of the watch stream", json("/api/v1/fs/watch", "{}"), 405, bad),
+        c("DELETE of content", request("DELETE", "/api/v1/fs/content?space=s&path=/doc.md", &[], ""), 405, bad),
+        c("an unknown method", request("BREW", "/api/v1/fs/read", &[], ""), 405, bad),
+        // Bodies.
+        c("malformed JSON", read("{"), 400, bad),
+        c("a JSON array", read("[]"), 400, bad),
+        c("a JSON string", read(r#""read""#), 400, bad),
+        c("an unknown field", read(r#"{"space":"s","path":"/doc.md","sudo":true}"#), 400, bad),
+        c("a wrong type", read(r#"{"space":"s","path":5}"#), 400, bad),
+        c("a negative unsigned", read(r#"{"space":"s","path":"/doc.md","offset":-1}"#), 400, bad),
+        c("a number too large", read(r#"{"space":"s","path":"/doc.md","offset":1e400}"#), 400, bad),
+        c("a 64-bit number that is not one", read(r#"{"space":"s","path":"/doc.md","offset":"ten"}"#), 400, bad),
+        c("a lone surrogate escape", read(r#"{"space":"s","path":"/\ud800"}"#), 400, bad),
+        c("a duplicate field", read(r#"{"space":"s","path":"/doc.md","path":"/x"}"#), 400, bad),
+        c("an unknown enum name", json("/api/v1/fs/write", r#"{"space":"s","path":"/w","mode":"WRITE_MODE_EVIL"}"#), 400, bad),
+        c("invalid base64 bytes", json("/api/v1/fs/write", r#"{"space":"s","path":"/w","data":"%%%"}"#), 400, bad),
+        c("nesting 10,000 deep", read(&deep), 400, bad),
+        c("trailing garbage", read(r#"{"space":"s","path":"/doc.md"} {}"#), 400, bad),
+        c("invalid UTF-8", [json("/api/v1/fs/read", "").as_slice(), &[0xff, 0xfe]].concat(), 400, None),
+        c("a body over the limit", read(&oversized), 413, Some("TOO_LARGE")),
+        c("a chunked body over the limit", chunked_oversized, 413, Some("TOO_LARGE")),
+        c("text/plain", request("POST", "/api/v1/fs/read", &[("content-type", "text/plain")], "{}"), 415, bad),
+        c("a form", request("POST", "/api/v1/fs/read", &[("content-type", "application/x-www-form-urlencoded")], "a=b"), 415, bad),
+        c("a path escaping the root", read(r#"{"space":"s","path":"/../etc/passwd"}"#), 400, Some("PATH_TRAVERSAL")),
+        c("a NUL in a path", read(r#"{"space":"s","path":"/a\u0000b"}"#), 400, Some("INVALID_PATH")),
+        // Headers.
+        c("a 1 MiB header", with(&[("x-big", &huge_header)]), 431, None),
+        c("200 headers", with(&many_headers), 431, None),
+        c("a timeout that is not a number", with(&[("x-request-timeout", "soon")]), 400, bad),
+        c("a negative timeout", with(&[("x-request-timeout", "-1")]), 400, bad),
+        c("an unknown mode", with(&[("x-agentvfs-mode", "god")]), 400, bad),
+        c("a 1000-character session", with(&[("x-agentvfs-session", &long_session)]), 400, bad),
+        c("a token that is not one", with(&[("authorization", "Bearer nope")]), 401, Some("UNAUTHENTICATED")),
+        c("a scheme that is not Bearer", with(&[("authorization", "Basic YTpi")]), 401, Some("UNAUTHENTICATED")),
+        c("a binary idempotency key", binary_key, 400, bad),
+        // Streams.
+        c("a watch revision that is not one", request("GET", "/api/v1/fs/watch?space=s&from_revision=abc", &[], ""), 400, bad),
+        c("an unknown watch parameter", request("GET", "/api/v1/fs/watch?space=s&evil=1", &[], ""), 400, bad),
+        c("a Last-Event-ID not of this stream", request("GET", "/api/v1/fs/watch?space=s", &[("last-event-id", "x/y")], ""), 400, bad),
+        c("a negative content version", request("GET", "/api/v1/fs/content?space=s&path=/doc.md&version=-1", &[], ""), 400, bad),
+        c("an unknown content parameter", request("GET", "/api/v1/fs/content?space=s&path=/doc.md&x=1", &[], ""), 400, bad),
+        c("If-Match that is no version", request("PUT", "/api/v1/fs/content?space=s&path=/w", &[("if-match", "\"abc\"")], "x"), 400, bad),
+        c("If-None-Match other than *", request("PUT", "/api/v1/fs/content?space=s&path=/w", &[("if-none-match", "\"1\"")], "x"), 400, bad),
+        c("an upload escaping the root", request("PUT", "/api/v1/fs/content?space=s&path=/../w", &[], "x"), 400, Some("PATH_TRAVERSAL")),
+        c("an upload whose hash lies", request("PUT", "/api/v1/fs/content?space=s&path=/w", &[("x-agentvfs-hash", &"0".repeat(64))], "x"), 400, bad),
+        // The HTTP layer.
+        c("both Content-Length and chunked", b"POST /api/v1/fs/read HTTP/1.1\r\nhost: localhost\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n".to_vec(), 400, None),
+        c("a malformed chunk", b"POST /api/v1/fs/read HTTP/1.1\r\nhost: localhost\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n".to_vec(), 400, bad),
+        c("a NUL in the request line", b"POST /api/v1/fs/\0read HTTP/1.1\r\nhost: localhost\r\n\r\n".to_vec(), 400, None),
+        c("not HTTP at all", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n".to_vec(), 400, None),
+        // MCP.
+        c("MCP from a foreign origin", request("POST", "/mcp", &[("content-type", "application/json"), ("accept", "application/json, text/event-stream"), ("origin", "https://evil.example")], "{}"), 403, None),
+        c("MCP that is not JSON-RPC", request("POST", "/mcp", &[("content-type", "application/json"), ("accept", "application/json, text/event-stream")], "[1,2"), 415, None),
+    ]
+}
+
+#[tokio::test]
+async fn hostile_http_requests_get_clear_4xx_errors_and_the_front_stays_healthy() {
+    let (front, http, _temp) = support::with_front_port(async |_| {
+        let http = format!("127.0.0.1:{}", support::free_port());
+        let temp = tempfile::tempdir().unwrap();
+        let front = support::Front::try_start_at_with("127.0.0.1:0", temp.path(), &["--http-listen", &http]).await?;
+        Some((front, http, temp))
+    })
+    .await;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    fs.write(write_text("s", "/doc.md", "line one\n")).await.unwrap();
+
+    // The message limit is 8 MiB; JSON bodies may take twice that.
+    let cases = http_cases(16 << 20);
+    assert!(cases.len() >= 40, "only {} cases", cases.len());
+    let addr = http.clone();
+    let failures = tokio::task::spawn_blocking(move || {
+        let mut failures = Vec::new();
+        for case in cases {
+            let Some((status, _, body)) = support::http::raw(&addr, &case.request, Duration::from_secs(20)) else {
+                failures.push(format!("{}: the connection closed without a reply", case.name));
+                continue;
+            };
+            let json: Option<serde_json::Value> = serde_json::from_str(&body).ok();
+            let reason = json.as_ref().and_then(|json| {
+                let details = json["error"]["details"].as_array()?;
+                let info = details.iter().find(|d| d["@type"] == "type.googleapis.com/google.rpc.ErrorInfo")?;
+                info["reason"].as_str().map(str::to_owned)
+            });
+            let message = json.as_ref().and_then(|json| json["error"]["message"].as_str()).unwrap_or("");
+            let clear = case.reason.is_none() || message.len() > 10;
+            if status != case.status || (case.reason.is_some() && reason.as_deref() != case.reason) || !clear {
+                let body: String = body.chars().take(300).collect();
+                failures.push(format!(
+                    "{}: got {status} {reason:?}, expected {} {:?}: {body}",
+                    case.name, case.status, case.reason
+                ));
+            }
+        }
+        failures
+    })
+    .await
+    .unwrap();
+    assert!(failures.is_empty(), "{} hostile requests were mishandled:\n{}", failures.len(), failures.join("\n"));
+    // Still healthy, and nothing was lost.
+    assert_eq!(fs.read(read("s", "/doc.md")).await.unwrap().into_inner().content, "line one\n");
+}
+
+#[tokio::test]
+async fn slow_http_senders_are_cut_off_and_hold_no_call() {
+    let (front, http, _temp) = support::with_front_port(async |_| {
+        let http = format!("127.0.0.1:{}", support::free_port());
+        let temp = tempfile::tempdir().unwrap();
+        let front = support::Front::try_start_at_with("127.0.0.1:0", temp.path(), &["--http-listen", &http]).await?;
+        Some((front, http, temp))
+    })
+    .await;
+    front.space("s").await;
+    let started = std::time::Instant::now();
+    // Headers that never end: the connection is closed after 30 s.
+    let headers = {
+        let http = http.clone();
+        tokio::task::spawn_blocking(move || {
+            let request = b"POST /api/v1/fs/read HTTP/1.1\r\nhost: localhost\r\ncontent-type: application";
+            support::http::raw(&http, request, Duration::from_secs(45))
+        })
+    };
+    // A body that stops half way: 408 with the JSON error after 60 s.
+    let body = {
+        let http = http.clone();
+        tokio::task::spawn_blocking(move || {
+            let request = b"POST /api/v1/fs/read HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+                content-length: 100\r\n\r\n{\"space\":";
+            support::http::raw(&http, request, Duration::from_secs(75))
+        })
+    };
+    let headers = headers.await.unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(29), "cut off after {:?}", started.elapsed());
+    assert!(headers.as_ref().is_none_or(|(status, _, _)| *status == 408), "{headers:?}");
+    let (status, _, error) = body.await.unwrap().expect("a reply to a stalled body");
+    assert_eq!(status, 408, "{error}");
+    assert!(error.contains("did not arrive within 60 s"), "{error}");
+    assert!(started.elapsed() >= Duration::from_secs(59), "cut off after {:?}", started.elapsed());
+    // The front serves on.
+    let (status, _, _) = support::http::exchange(
+        &http,
+        "POST",
+        "/api/v1/fs/list",
+        &[("content-type", "application/json")],
+        r#"{"space":"s"}"#,
+    );
+    assert_eq!(status, 200);
 }

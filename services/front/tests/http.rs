@@ -10,6 +10,7 @@ use std::net::TcpStream;
 
 use agentvfs_proto::v1 as pb;
 use serde_json::{Value, json};
+use support::http::{exchange, parse_response};
 use support::{Front, free_port};
 
 /// A front serving HTTP too; the HTTP port is picked in advance (the
@@ -26,28 +27,6 @@ async fn front(args: &[&str]) -> (Front, String, tempfile::TempDir) {
     .await
 }
 
-/// One HTTP/1.1 exchange: the status, the headers (lowercase names) and the body.
-fn exchange(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (u16, Vec<(String, String)>, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    let mut request =
-        format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n", body.len());
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    parse_response(&response)
-}
-
 /// Sends only the headers of a `length`-byte JSON body, with `Expect:
 /// 100-continue`, as curl does for large bodies; returns the answer that
 /// comes instead of `100 Continue`.
@@ -61,17 +40,6 @@ fn refused_before_the_body(addr: &str, path: &str, length: usize) -> (u16, Vec<(
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     parse_response(&response)
-}
-
-fn parse_response(response: &str) -> (u16, Vec<(String, String)>, String) {
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    let mut lines = head.lines();
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
-        .collect();
-    (status, headers, body.to_owned())
 }
 
 /// `POST`s proto3 JSON; returns the status and the JSON reply.

@@ -5,9 +5,6 @@
 
 mod support;
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
-
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -106,25 +103,13 @@ fn tool_error(result: &CallToolResult, reason: &str) -> Value {
     error
 }
 
-/// One HTTP/1.1 exchange: the status, the headers (lowercase names) and the body.
+/// `POST /mcp` of `body`: the status, the head (lowercase) and the body.
 fn exchange(addr: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    let mut request = format!(
-        "POST /mcp HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: application/json\r\n\
-         accept: application/json, text/event-stream\r\ncontent-length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, head.to_lowercase(), body.to_owned())
+    let mut all = vec![("content-type", "application/json"), ("accept", "application/json, text/event-stream")];
+    all.extend_from_slice(headers);
+    let (status, headers, body) = support::http::exchange(addr, "POST", "/mcp", &all, body);
+    let head = headers.iter().map(|(name, value)| format!("{name}: {}\n", value.to_lowercase())).collect();
+    (status, head, body)
 }
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;

@@ -24,6 +24,7 @@ use tonic_health::pb::health_client::HealthClient;
 
 #[path = "binaries.rs"]
 mod binaries;
+pub mod http;
 
 /// The storage engine of the fronts a test starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -45,8 +45,9 @@ pub struct UpArgs {
     /// Address the worker serves on; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:0")]
     worker_listen: SocketAddr,
-    /// Address the front serves HTTP on (`POST /api/v1/fs/{rpc}`, proto3
-    /// JSON): a loopback address with a fixed port.
+    /// Address the front serves HTTP on (`POST /api/v1/fs/{rpc}` in proto3
+    /// JSON, raw content, Server-Sent Events, `/openapi.json` and MCP at
+    /// `/mcp`): a loopback address with a fixed port.
     #[arg(long, default_value = "127.0.0.1:8080")]
     http_listen: SocketAddr,
 }
@@ -107,7 +108,7 @@ pub async fn run(args: UpArgs) -> Result<(), UpError> {
                 args.data_dir.display(),
                 addresses.worker
             );
-            println!("HTTP on http://{}", args.http_listen);
+            println!("HTTP on http://{0}, MCP on http://{0}/mcp", args.http_listen);
             println!("press Ctrl-C to stop");
             tokio::select! {
                 () = signals.recv() => Ok(()),

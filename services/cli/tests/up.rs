@@ -100,7 +100,10 @@ async fn up_serves_a_default_space_and_stops_everything_on_sigterm() {
         .unwrap_or_else(|| panic!("unexpected banner {banner:?}"));
     let (_, worker) = rest.split_once("), worker ").unwrap();
     let worker: SocketAddr = worker.strip_suffix("; space \"default\"").unwrap().parse().unwrap();
-    assert_eq!(stdout.recv_timeout(Duration::from_secs(5)).unwrap(), format!("HTTP on http://{http}"));
+    assert_eq!(
+        stdout.recv_timeout(Duration::from_secs(5)).unwrap(),
+        format!("HTTP on http://{http}, MCP on http://{http}/mcp")
+    );
     assert_eq!(stdout.recv_timeout(Duration::from_secs(5)).unwrap(), "press Ctrl-C to stop");
 
     {

@@ -123,7 +123,9 @@ pub struct Options {
     #[arg(long, env = "AGENTVFS_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
     /// Address to serve HTTP on: `POST /api/v1/fs/{rpc}` and
-    /// `/api/v1/admin/{rpc}`, proto3 JSON; none by default.
+    /// `/api/v1/admin/{rpc}` in proto3 JSON, file content raw at
+    /// `/api/v1/fs/content`, Watch as Server-Sent Events, MCP at `/mcp` and
+    /// `GET /openapi.json`; none by default.
     #[arg(long, env = "AGENTVFS_HTTP_LISTEN")]
     pub http_listen: Option<SocketAddr>,
     /// Browser origins that may call `/mcp`, comma-separated, each with a

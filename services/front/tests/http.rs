@@ -430,3 +430,139 @@ async fn content_streams_raw_bytes_both_ways_and_a_download_keeps_memory_flat() 
     let (status, error) = put_content(&http, "space=web&path=/x", &[("if-match", "\"1\""), ("if-none-match", "*")], 1);
     assert_eq!(status, 400, "{error}");
 }
+
+/// A reply with what differs from run to run (IDs, hashes, times, tokens,
+/// timings) replaced by placeholders, so that it can be compared with a
+/// recorded one.
+fn stable(value: &Value) -> Value {
+    match value {
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(key, value)| {
+                    let volatile = matches!(key.as_str(), "elapsedMicros" | "nextPageToken" | "score" | "snippet");
+                    (key.clone(), if volatile { json!("<volatile>") } else { stable(value) })
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(stable).collect()),
+        Value::String(text) => json!(stable_text(text)),
+        other => other.clone(),
+    }
+}
+
+/// `text` with every ID (`nd_` and 26 ULID characters), BLAKE3 hash and
+/// timestamp replaced.
+fn stable_text(text: &str) -> String {
+    let is_time = text.len() >= 20 && text.as_bytes()[4] == b'-' && text.as_bytes()[10] == b'T' && text.ends_with('Z');
+    if is_time {
+        return "<time>".to_owned();
+    }
+    if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return "<hash>".to_owned();
+    }
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('_') {
+        let (before, after) = rest.split_at(at + 1);
+        let id =
+            after.len() >= 26 && after.as_bytes()[..26].iter().all(|b| b.is_ascii_digit() || b.is_ascii_uppercase());
+        out.push_str(before);
+        rest = if id {
+            out.push_str("<id>");
+            &after[26..]
+        } else {
+            after
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every unary route, called once in an order where each finds what it
+/// needs, with its reply recorded in `fixtures/http/unary.json` (run with
+/// `AGENTVFS_BLESS=1` to record again after a deliberate change).
+#[tokio::test]
+async fn every_unary_route_answers_as_recorded() {
+    let (_front, _worker, http, _temp) = support::with_front_port(async |front_addr| {
+        let http = format!("127.0.0.1:{}", free_port());
+        let temp = tempfile::tempdir().unwrap();
+        let worker = support::Worker::start(front_addr, "127.0.0.1:0", &temp.path().join("index")).await;
+        let args = ["--http-listen", &http, "--worker", &worker.addr];
+        let front = Front::try_start_at_with(front_addr, &temp.path().join("data"), &args).await?;
+        Some((front, worker, http, temp))
+    })
+    .await;
+    let space = json!("golden");
+    let calls: Vec<(&str, Value)> = vec![
+        ("admin/create_space", json!({"name": space})),
+        ("admin/get_space", json!({"space": space})),
+        ("admin/list_spaces", json!({})),
+        ("admin/set_access", json!({"space": space, "principal": "reviewer", "role": "ROLE_VIEWER"})),
+        ("admin/set_quota", json!({"space": space, "quota": {"maxBytes": "1000000", "maxFiles": "100"}})),
+        ("fs/write", json!({"space": space, "path": "/docs/a.md", "content": "alpha\nbeta\n"})),
+        ("fs/read", json!({"space": space, "path": "/docs/a.md"})),
+        ("fs/read_many", json!({"space": space, "reads": [{"path": "/docs/a.md", "limit": 1}, {"path": "/nope.md"}]})),
+        (
+            "fs/edit",
+            json!({"space": space, "path": "/docs/a.md", "baseVersion": "1",
+                   "edits": [{"replace": {"oldText": "beta", "newText": "gamma"}}]}),
+        ),
+        ("fs/list", json!({"space": space, "path": "/docs"})),
+        ("fs/find", json!({"space": space, "pattern": "a.md"})),
+        ("fs/grep", json!({"space": space, "pattern": "gam+a", "outputMode": "GREP_OUTPUT_MODE_CONTENT"})),
+        ("fs/search", json!({"space": space, "query": "gamma"})),
+        (
+            "fs/batch",
+            json!({"space": space, "apply": true, "idempotencyKey": "b1",
+                   "actions": [{"mkdir": {"path": "/b"}}, {"create": {"path": "/b/c.txt", "content": "c\n"}},
+                               {"trash": {"path": "/b/c.txt"}}]}),
+        ),
+        ("fs/list_versions", json!({"space": space, "path": "/docs/a.md"})),
+        ("fs/diff", json!({"space": space, "path": "/docs/a.md", "fromVersion": "1", "toVersion": "2"})),
+        ("fs/resolve", json!({"space": space, "reference": "/docs/a.md"})),
+        (
+            "admin/register_functions",
+            json!({"space": space, "functions": [{"name": "lookup", "description": "Looks a row up.",
+                   "parametersJsonSchema": "{\"type\": \"object\"}", "returns": "The row."}]}),
+        ),
+        ("admin/restore_default", json!({"space": space, "path": "/AGENT.md"})),
+        // `{trashed}`: the file the batch created and trashed.
+        ("admin/restore", json!({"space": space, "reference": "agentvfs:item:{trashed}"})),
+        ("admin/remove", json!({"space": space, "path": "/b", "recursive": true})),
+        ("admin/reindex", json!({"space": space})),
+        ("admin/compact", json!({"space": space})),
+        ("admin/delete_space", json!({"space": space, "confirm": space})),
+    ];
+    let mut recorded = Vec::new();
+    let mut trashed = String::new();
+    for (route, template) in calls {
+        let path = format!("/api/v1/{route}");
+        let request: Value = serde_json::from_str(&template.to_string().replace("{trashed}", &trashed)).unwrap();
+        let (mut status, mut reply) = post(&http, &path, &request);
+        // The index follows changes shortly after they are made.
+        for _ in 0..100 {
+            if route != "fs/search" || reply["hits"].as_array().is_some_and(|hits| !hits.is_empty()) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            (status, reply) = post(&http, &path, &request);
+        }
+        assert_eq!(status, 200, "{route}: {reply}");
+        if route == "fs/batch" {
+            trashed = reply["outcomes"][1]["nodeId"].as_str().unwrap().to_owned();
+        }
+        recorded.push(json!({"route": path, "request": template, "reply": stable(&reply)}));
+    }
+    let recorded = Value::Array(recorded);
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/http/unary.json");
+    if std::env::var_os("AGENTVFS_BLESS").is_some() {
+        std::fs::create_dir_all(fixture.parent().unwrap()).unwrap();
+        std::fs::write(&fixture, serde_json::to_string_pretty(&recorded).unwrap() + "\n").unwrap();
+    }
+    let expected: Value = serde_json::from_str(&std::fs::read_to_string(&fixture).unwrap()).unwrap();
+    for (got, want) in recorded.as_array().unwrap().iter().zip(expected.as_array().unwrap()) {
+        assert_eq!(got, want, "{} answered otherwise than recorded", want["route"]);
+    }
+    assert_eq!(recorded.as_array().unwrap().len(), expected.as_array().unwrap().len());
+}

@@ -32,6 +32,9 @@
 //! 7. The same 200-byte `Read` at concurrency 64 over gRPC, over HTTP/1.1
 //!    and over HTTP/2 (`--http-listen`, proto3 JSON in and out), one front,
 //!    against the goal of HTTP at least 0.6x gRPC.
+//! 8. The round trip of one MCP `read` tool call over the front's `/mcp`
+//!    (Streamable HTTP) against the same over `agentvfs mcp` on stdio, the
+//!    bridge that calls the front over gRPC: 500 sequential calls each.
 //!
 //! Rate measurements run for a fixed wall time after a short warm-up and
 //! report calls/s with p50/p99 latency; the file sections time a fixed
@@ -633,10 +636,7 @@ impl Http {
 /// HTTP/1.1 (one keep-alive connection per caller) and over HTTP/2 (as
 /// many connections as gRPC uses), on one front.
 async fn bench_http() -> Value {
-    let http_addr = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-        probe.local_addr().expect("address").to_string()
-    };
+    let http_addr = free_address();
     let front = Front::start_with("group", Access::Dev, &["--http-listen", &http_addr]).await;
     front.create_space().await;
     let channels = front.channels(READ_CONCURRENCY.min(MAX_CHANNELS)).await;
@@ -678,6 +678,74 @@ async fn bench_http() -> Value {
         "http2_vs_grpc_c64": two_vs_grpc,
         "verdicts": {"http1_vs_grpc": r1, "http2_vs_grpc": r2},
     })
+}
+
+/// Sequential `read` tool calls per transport in the `mcp` section.
+const MCP_CALLS: usize = 500;
+
+/// The `mcp` section: the round trip of one MCP `read` tool call over the
+/// front's Streamable HTTP endpoint against the same over `agentvfs mcp` on
+/// stdio (the CLI bridge that calls the front over gRPC), sequential calls
+/// on one front.
+async fn bench_mcp() -> Value {
+    use rmcp::ServiceExt as _;
+    let http_addr = free_address();
+    let front = Front::start_with("group", Access::Dev, &["--http-listen", &http_addr]).await;
+    front.create_space().await;
+    write_read_file(&front.channels(1).await[0]).await;
+
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{http_addr}/mcp"));
+    let over_http = ().serve(transport).await.expect("an MCP session over HTTP");
+    let http = mcp_reads(&over_http).await;
+    print_sequential("MCP read over HTTP", &http);
+    let mut bridge = tokio::process::Command::new(cli_binary());
+    bridge.args(["--addr", &front.addr, "--space", SPACE, "mcp"]).stderr(std::process::Stdio::null());
+    let child = rmcp::transport::TokioChildProcess::new(bridge).expect("start agentvfs mcp");
+    let over_stdio = ().serve(child).await.expect("an MCP session over stdio");
+    let stdio = mcp_reads(&over_stdio).await;
+    print_sequential("MCP read over stdio", &stdio);
+    let _ = over_http.cancel().await;
+    let _ = over_stdio.cancel().await;
+    front.stop();
+    let ratio = http.p50_ms() / stdio.p50_ms();
+    println!("\nHTTP/stdio MCP read p50 {ratio:.2}x");
+    json!({"read_http": sequential_json(&http), "read_stdio": sequential_json(&stdio), "http_vs_stdio_p50": ratio})
+}
+
+async fn mcp_reads(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Sequential {
+    let arguments = json!({"space": SPACE, "path": READ_PATH});
+    let Value::Object(arguments) = arguments else { unreachable!("an object") };
+    let call = || rmcp::model::CallToolRequestParams::new("read").with_arguments(arguments.clone());
+    for _ in 0..20 {
+        client.call_tool(call()).await.expect("warm-up read");
+    }
+    let mut samples = Vec::with_capacity(MCP_CALLS);
+    for _ in 0..MCP_CALLS {
+        let began = Instant::now();
+        let result = client.call_tool(call()).await.expect("read tool call");
+        samples.push(began.elapsed());
+        assert_eq!(result.is_error, Some(false), "the read tool failed: {result:?}");
+    }
+    Sequential::new(samples)
+}
+
+/// A loopback address whose port is free now, for `--http-listen` (the
+/// front prints only its gRPC address).
+fn free_address() -> String {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    probe.local_addr().expect("address").to_string()
+}
+
+/// The `agentvfs` command line beside the front under test, built first so
+/// that it is this source's.
+fn cli_binary() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = std::process::Command::new(cargo)
+        .args(["build", "--release", "--locked", "--quiet", "-p", "agentvfs", "--bin", "agentvfs"])
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "building agentvfs failed");
+    target_dir().join("release/agentvfs")
 }
 
 fn print_header() {
@@ -1191,7 +1259,7 @@ fn target_dir() -> PathBuf {
 
 /// The sections to run: those named on the command line, or all of them.
 fn sections() -> Vec<String> {
-    const ALL: [&str; 7] = ["writes", "reads", "overhead", "big-file", "subtree", "database", "http"];
+    const ALL: [&str; 8] = ["writes", "reads", "overhead", "big-file", "subtree", "database", "http", "mcp"];
     // `cargo bench` passes `--bench`; the rest are section names.
     let named: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     for name in &named {
@@ -1349,6 +1417,12 @@ async fn main() {
         println!("\n200-byte reads over gRPC and over HTTP (proto3 JSON), one front, {}s each", WINDOW.as_secs());
         print_header();
         report.insert("http".into(), bench_http().await);
+    }
+
+    if runs("mcp") {
+        println!("\nMCP read tool calls, {MCP_CALLS} in a row per transport, one front");
+        print_sequential_header();
+        report.insert("mcp".into(), bench_mcp().await);
     }
 
     report.insert("peak_rss_mib".into(), rss::report());

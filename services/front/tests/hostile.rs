@@ -630,13 +630,7 @@ fn http_cases(max_body: usize) -> Vec<HttpCase> {
 
 #[tokio::test]
 async fn hostile_http_requests_get_clear_4xx_errors_and_the_front_stays_healthy() {
-    let (front, http, _temp) = support::with_front_port(async |_| {
-        let http = format!("127.0.0.1:{}", support::free_port());
-        let temp = tempfile::tempdir().unwrap();
-        let front = support::Front::try_start_at_with("127.0.0.1:0", temp.path(), &["--http-listen", &http]).await?;
-        Some((front, http, temp))
-    })
-    .await;
+    let (front, http, _temp) = support::front_with_http(&[]).await;
     front.space("s").await;
     let mut fs = front.fs().await;
     fs.write(write_text("s", "/doc.md", "line one\n")).await.unwrap();
@@ -679,13 +673,7 @@ async fn hostile_http_requests_get_clear_4xx_errors_and_the_front_stays_healthy(
 
 #[tokio::test]
 async fn slow_http_senders_are_cut_off_and_hold_no_call() {
-    let (front, http, _temp) = support::with_front_port(async |_| {
-        let http = format!("127.0.0.1:{}", support::free_port());
-        let temp = tempfile::tempdir().unwrap();
-        let front = support::Front::try_start_at_with("127.0.0.1:0", temp.path(), &["--http-listen", &http]).await?;
-        Some((front, http, temp))
-    })
-    .await;
+    let (front, http, _temp) = support::front_with_http(&[]).await;
     front.space("s").await;
     let started = std::time::Instant::now();
     // Headers that never end: the connection is closed after 30 s.

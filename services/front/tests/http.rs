@@ -11,21 +11,7 @@ use std::net::TcpStream;
 use agentvfs_proto::v1 as pb;
 use serde_json::{Value, json};
 use support::http::{exchange, parse_response};
-use support::{Front, free_port};
-
-/// A front serving HTTP too; the HTTP port is picked in advance (the
-/// process prints only its gRPC address).
-async fn front(args: &[&str]) -> (Front, String, tempfile::TempDir) {
-    support::with_front_port(async |_| {
-        let http = format!("127.0.0.1:{}", free_port());
-        let temp = tempfile::tempdir().unwrap();
-        let mut all = vec!["--http-listen", &http];
-        all.extend_from_slice(args);
-        let front = Front::try_start_at_with("127.0.0.1:0", temp.path(), &all).await?;
-        Some((front, http, temp))
-    })
-    .await
-}
+use support::{Front, free_port, front_with_http as front};
 
 /// Sends only the headers of a `length`-byte JSON body, with `Expect:
 /// 100-continue`, as curl does for large bodies; returns the answer that

@@ -296,6 +296,21 @@ async fn listening(child: &mut Child) -> Option<String> {
     .expect("join")
 }
 
+/// A front serving HTTP too, with `args`: the front, its HTTP address and
+/// its directory. The HTTP port is picked in advance (the process prints
+/// only its gRPC address).
+pub async fn front_with_http(args: &[&str]) -> (Front, String, tempfile::TempDir) {
+    with_front_port(async |_| {
+        let http = format!("127.0.0.1:{}", free_port());
+        let temp = tempfile::tempdir().unwrap();
+        let mut all = vec!["--http-listen", &http];
+        all.extend_from_slice(args);
+        let front = Front::try_start_at_with("127.0.0.1:0", temp.path(), &all).await?;
+        Some((front, http, temp))
+    })
+    .await
+}
+
 /// A running front process; killed on drop.
 pub struct Front {
     child: Child,

@@ -250,3 +250,46 @@ async fn a_mixed_load_at_80_percent_of_capacity_stays_flat() {
         assert!(fds_late <= fds_early + 4, "{name}: file descriptors grew from {fds_early} to {fds_late}");
     }
 }
+
+/// Slow HTTP senders are hostile input, but a test of them mostly waits
+/// for the front's timeouts: it runs here, beside the soak, where the
+/// waiting costs the suite no time.
+#[tokio::test]
+async fn slow_http_senders_are_cut_off_and_hold_no_call() {
+    let (front, http, _temp) = support::front_with_http(&[]).await;
+    front.space("s").await;
+    let started = Instant::now();
+    // Headers that never end: the connection is closed after 30 s.
+    let headers = {
+        let http = http.clone();
+        tokio::task::spawn_blocking(move || {
+            let request = b"POST /api/v1/fs/read HTTP/1.1\r\nhost: localhost\r\ncontent-type: application";
+            support::http::raw(&http, request, Duration::from_secs(45))
+        })
+    };
+    // A body that stops half way: 408 with the JSON error after 60 s.
+    let body = {
+        let http = http.clone();
+        tokio::task::spawn_blocking(move || {
+            let request = b"POST /api/v1/fs/read HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+                content-length: 100\r\n\r\n{\"space\":";
+            support::http::raw(&http, request, Duration::from_secs(75))
+        })
+    };
+    let headers = headers.await.unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(29), "cut off after {:?}", started.elapsed());
+    assert!(headers.as_ref().is_none_or(|(status, _, _)| *status == 408), "{headers:?}");
+    let (status, _, error) = body.await.unwrap().expect("a reply to a stalled body");
+    assert_eq!(status, 408, "{error}");
+    assert!(error.contains("did not arrive within 60 s"), "{error}");
+    assert!(started.elapsed() >= Duration::from_secs(59), "cut off after {:?}", started.elapsed());
+    // The front serves on.
+    let (status, _, _) = support::http::exchange(
+        &http,
+        "POST",
+        "/api/v1/fs/list",
+        &[("content-type", "application/json")],
+        r#"{"space":"s"}"#,
+    );
+    assert_eq!(status, 200);
+}

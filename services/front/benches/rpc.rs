@@ -699,8 +699,11 @@ async fn bench_mcp() -> Value {
     let http = mcp_reads(&over_http).await;
     print_sequential("MCP read over HTTP", &http);
     let mut bridge = tokio::process::Command::new(cli_binary());
-    bridge.args(["--addr", &front.addr, "--space", SPACE, "mcp"]).stderr(std::process::Stdio::null());
-    let child = rmcp::transport::TokioChildProcess::new(bridge).expect("start agentvfs mcp");
+    bridge.args(["--addr", &front.addr, "--space", SPACE, "mcp"]);
+    let (child, _) = rmcp::transport::TokioChildProcess::builder(bridge)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start agentvfs mcp");
     let over_stdio = ().serve(child).await.expect("an MCP session over stdio");
     let stdio = mcp_reads(&over_stdio).await;
     print_sequential("MCP read over stdio", &stdio);

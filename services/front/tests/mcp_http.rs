@@ -169,6 +169,42 @@ async fn an_mcp_client_over_http_lists_reads_edits_after_reading_and_greps_with_
 }
 
 #[tokio::test]
+async fn a_client_of_the_current_stateless_revision_names_its_session_in_a_header() {
+    use rmcp::ClientServiceExt as _;
+    use rmcp::model::ProtocolVersion;
+    let service = Service::start(&[]).await;
+    service.grpc().await.write(support::write_text("default", "/a.md", "one\n")).await.unwrap();
+    let connect = async |session: Option<&str>| {
+        let mut headers = std::collections::HashMap::new();
+        if let Some(session) = session {
+            headers.insert(http::HeaderName::from_static("x-agentvfs-session"), session.parse().unwrap());
+        }
+        let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", service.http))
+            .auth_header(AGENT)
+            .custom_headers(headers);
+        let lifecycle = rmcp::ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+        ().serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), lifecycle).await.unwrap()
+    };
+    let edit = json!({"path": "/a.md", "edits": [{"type": "append", "text": "two\n"}]});
+
+    // Without a session, each request stands alone: an edit needs base_version.
+    let alone = connect(None).await;
+    assert_eq!(alone.peer_info().unwrap().protocol_version, ProtocolVersion::V_2026_07_28);
+    ok(&call(&alone, "read", json!({"path": "/a.md"})).await);
+    tool_error(&call(&alone, "edit", edit.clone()).await, "READ_REQUIRED");
+    let mut with_base = edit.clone();
+    with_base["base_version"] = json!(1);
+    assert_eq!(ok(&call(&alone, "edit", with_base).await)["version"], 2);
+
+    // With X-Agentvfs-Session, a read lets a later edit go ahead.
+    let named = connect(Some("stateless-agent")).await;
+    ok(&call(&named, "read", json!({"path": "/a.md"})).await);
+    assert_eq!(ok(&call(&named, "edit", edit).await)["version"], 3);
+    alone.cancel().await.unwrap();
+    named.cancel().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_tool_call_runs_as_its_token_and_a_request_without_one_or_from_a_foreign_origin_is_refused() {
     let service = Service::start(&["--http-allowed-origins", "https://app.example:443"]).await;
 

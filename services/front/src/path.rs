@@ -58,7 +58,12 @@ impl SpacePath {
         if input.len() > MAX_PATH_BYTES * 4 {
             return Err(PathError::TooLong);
         }
-        let normalized: String = input.nfc().collect();
+        // Most paths are NFC already (all ASCII ones are): the quick check
+        // answers for them without building a copy.
+        let normalized = match unicode_normalization::is_nfc_quick(input.chars()) {
+            unicode_normalization::IsNormalized::Yes => std::borrow::Cow::Borrowed(input),
+            _ => std::borrow::Cow::Owned(input.nfc().collect::<String>()),
+        };
         let mut path = String::with_capacity(normalized.len() + 1);
         let mut depth = 0;
         for segment in normalized.split('/') {

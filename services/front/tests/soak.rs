@@ -5,7 +5,11 @@
 //! documented backpressure, memory stays flat after warm-up (the upper
 //! decile of each process's anonymous RSS in the last part of the run within
 //! 10 % of that just after warm-up) and no file descriptors leak.
-//! `AGENTVFS_SOAK_SECONDS` sets the length (default 120; run longer by hand).
+//! `AGENTVFS_SOAK_SECONDS` sets the length (default 120; run longer by hand);
+//! `AGENTVFS_SOAK_KEYS` which calls carry an idempotency key: `edits` (the
+//! default), `all` (writes too) or `none`. The soak reports the size of the
+//! store's files at the end, so that runs with and without keys compare
+//! what receipts cost.
 
 // Tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -40,12 +44,64 @@ fn in_session<T>(message: T, session: &str) -> tonic::Request<T> {
     request
 }
 
+/// Which calls of the mix carry an idempotency key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keys {
+    None,
+    Edits,
+    All,
+}
+
+impl Keys {
+    fn from_env() -> Keys {
+        match std::env::var("AGENTVFS_SOAK_KEYS").as_deref() {
+            Err(_) | Ok("edits") => Keys::Edits,
+            Ok("all") => Keys::All,
+            Ok("none") => Keys::None,
+            Ok(other) => panic!("AGENTVFS_SOAK_KEYS must be edits, all or none, not {other:?}"),
+        }
+    }
+
+    fn key(self, of: Keys, call: &str, n: u64) -> String {
+        let keyed = match self {
+            Keys::None => false,
+            Keys::Edits => of == Keys::Edits,
+            Keys::All => true,
+        };
+        if keyed { format!("soak-{call}-{n}") } else { String::new() }
+    }
+}
+
+/// The bytes of the files under `dir`.
+fn disk_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|entry| match entry.metadata() {
+                Ok(meta) if meta.is_dir() => disk_bytes(&entry.path()),
+                Ok(meta) => meta.len(),
+                Err(_) => 0,
+            })
+            .sum()
+    })
+}
+
 /// One call of the mix, chosen by `roll` (0–99) and `n`, in `session`.
-async fn call(fs: &mut FileSystemClient<Channel>, roll: u64, n: u64, session: &str) -> Result<(), tonic::Status> {
+async fn call(
+    fs: &mut FileSystemClient<Channel>,
+    roll: u64,
+    n: u64,
+    session: &str,
+    keys: Keys,
+) -> Result<(), tonic::Status> {
     let path = format!("/soak/f{}.txt", n % FILES);
     match roll {
         0..40 => fs.read(read("soak", &path)).await.map(drop),
-        40..60 => fs.write(write_text("soak", &path, &content(n % FILES, n))).await.map(drop),
+        40..60 => {
+            let mut request = write_text("soak", &path, &content(n % FILES, n));
+            request.idempotency_key = keys.key(Keys::All, "write", n);
+            fs.write(request).await.map(drop)
+        }
         60..70 => {
             let edit =
                 pb::TextEdit { kind: Some(pb::text_edit::Kind::Append(pb::AppendEdit { text: format!("+{n}\n") })) };
@@ -53,7 +109,7 @@ async fn call(fs: &mut FileSystemClient<Channel>, roll: u64, n: u64, session: &s
                 space: "soak".into(),
                 path,
                 edits: vec![edit],
-                idempotency_key: format!("soak-edit-{n}"),
+                idempotency_key: keys.key(Keys::Edits, "edit", n),
                 ..Default::default()
             };
             // Without a base version the session must have read the file.
@@ -102,7 +158,7 @@ impl Tally {
 
 /// Runs the mix with `CALLERS` callers for `length`, each waiting `gap`
 /// between calls (zero: as fast as possible). Returns calls made.
-async fn drive(channel: &Channel, length: Duration, gap: Duration, tally: Arc<Tally>) -> u64 {
+async fn drive(channel: &Channel, length: Duration, gap: Duration, keys: Keys, tally: Arc<Tally>) -> u64 {
     let made = Arc::new(AtomicU64::new(0));
     let end = Instant::now() + length;
     let callers: Vec<_> = (0..CALLERS)
@@ -114,7 +170,7 @@ async fn drive(channel: &Channel, length: Duration, gap: Duration, tally: Arc<Ta
                 let mut n = caller;
                 let mut next = Instant::now();
                 while Instant::now() < end {
-                    let result = call(&mut fs, (n * 37 + caller * 11) % 100, n, &session).await;
+                    let result = call(&mut fs, (n * 37 + caller * 11) % 100, n, &session, keys).await;
                     tally.add(&result);
                     made.fetch_add(1, Ordering::Relaxed);
                     n += CALLERS;
@@ -146,6 +202,7 @@ fn usage(pid: u32) -> (u64, usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mixed_load_at_80_percent_of_capacity_stays_flat() {
     let seconds: u64 = std::env::var("AGENTVFS_SOAK_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(120);
+    let keys = Keys::from_env();
     // Small caches fill during warm-up, so growth after it is not a cache
     // taking in new data. The store keeps every edit's idempotency receipt
     // (for a day), so what it holds grows all run and its page cache fills
@@ -170,7 +227,8 @@ async fn a_mixed_load_at_80_percent_of_capacity_stays_flat() {
 
     let capacity_tally = Arc::new(Tally::default());
     let probe = Duration::from_secs(5);
-    let capacity = drive(&channel, probe, Duration::ZERO, capacity_tally.clone()).await as f64 / probe.as_secs_f64();
+    let capacity =
+        drive(&channel, probe, Duration::ZERO, keys, capacity_tally.clone()).await as f64 / probe.as_secs_f64();
     eprintln!("soak: capacity probe {:?}", capacity_tally.0.lock().unwrap());
     // 80 % of capacity: each caller's share, as a gap between calls.
     let rate = capacity * 0.8;
@@ -180,7 +238,7 @@ async fn a_mixed_load_at_80_percent_of_capacity_stays_flat() {
     let length = Duration::from_secs(seconds);
     let load = tokio::spawn({
         let (channel, tally) = (channel.clone(), tally.clone());
-        async move { drive(&channel, length, gap, tally).await }
+        async move { drive(&channel, length, gap, keys, tally).await }
     });
     // As an operator would on a long-running service, drop old history now
     // and then: the store's live size stays bounded, so memory should too.
@@ -208,6 +266,10 @@ async fn a_mixed_load_at_80_percent_of_capacity_stays_flat() {
     eprintln!(
         "soak: capacity {capacity:.0} calls/s, ran {:.0} calls/s for {seconds} s ({made} calls): {outcomes:?}",
         made as f64 / seconds as f64
+    );
+    eprintln!(
+        "soak: idempotency keys on {keys:?}: the store's files hold {:.1} MiB",
+        disk_bytes(&stack.front.data_dir) as f64 / (1 << 20) as f64
     );
     for (outcome, count) in &outcomes {
         let backpressure = outcome.ends_with("OVERLOADED") || outcome.ends_with("RATE_LIMITED");

@@ -214,10 +214,12 @@ impl Server {
         if let Some(session) = mcp_session.or_else(|| self.session.clone()) {
             metadata.insert("x-agentvfs-session", session);
         }
-        for name in http.map_or(&[][..], |_| FORWARDED) {
-            let value = http.and_then(|parts| parts.headers.get(*name)).and_then(|value| value.to_str().ok());
-            if let Some(value) = value.and_then(|value| value.parse::<AsciiMetadataValue>().ok()) {
-                metadata.insert(*name, value);
+        if let Some(parts) = http {
+            for name in FORWARDED {
+                let value = parts.headers.get(*name).and_then(|value| value.to_str().ok());
+                if let Some(value) = value.and_then(|value| value.parse::<AsciiMetadataValue>().ok()) {
+                    metadata.insert(*name, value);
+                }
             }
         }
         tonic::Request::from_parts(metadata, tonic::Extensions::default(), message)

@@ -92,8 +92,10 @@ pub struct Progress {
 /// One follower's view of its worker.
 #[derive(Debug, Default)]
 struct Follower {
-    /// The outbox position the worker's index has; none until the worker
-    /// has caught up with the store (after a rebuild, if it needed one).
+    /// The outbox position the worker's index has; none from the moment
+    /// the follower reaches it until the worker has caught up with the
+    /// store (after a rebuild, if it needed one). Meanwhile the worker holds
+    /// every job: it may need any of them.
     acked: Option<u64>,
     /// Whether the follower has brought the worker up to date since it
     /// last reached it: until then the worker may be rebuilding.
@@ -112,7 +114,7 @@ impl Progress {
         self.lock()
             .values()
             .filter(|f| f.reachable || f.last_answer.is_some_and(|at| at.elapsed() < HOLD))
-            .filter_map(|f| f.acked)
+            .map(|f| f.acked.unwrap_or(0))
             .min()
     }
 
@@ -127,13 +129,17 @@ impl Progress {
         self.lock().get(&address).is_some_and(|f| f.reachable && f.caught_up)
     }
 
-    fn reach(&self, worker: SocketAddr, reachable: bool) {
+    fn lost(&self, worker: SocketAddr) {
         if let Some(follower) = self.lock().get_mut(&worker) {
-            follower.reachable = reachable;
-            follower.caught_up &= reachable;
-            if reachable {
-                follower.last_answer = Some(Instant::now());
-            }
+            (follower.reachable, follower.caught_up) = (false, false);
+        }
+    }
+
+    /// The follower reached its worker and has yet to learn where its
+    /// index is: until it has, the worker holds every job.
+    fn reached_anew(&self, worker: SocketAddr) {
+        if let Some(follower) = self.lock().get_mut(&worker) {
+            *follower = Follower { reachable: true, last_answer: Some(Instant::now()), ..Follower::default() };
         }
     }
 
@@ -191,7 +197,7 @@ async fn supervise(store: Store, mut pool: watch::Receiver<Pool>, progress: Arc<
                         if let Err(error) = follow(&store, client.clone(), address, &progress, fence).await {
                             tracing::warn!(worker = %address, %error, "index delivery interrupted");
                         }
-                        progress.reach(address, false);
+                        progress.lost(address);
                         tokio::time::sleep(RETRY).await;
                     }
                 })
@@ -221,6 +227,8 @@ pub enum DeliveryError {
     Malformed(String),
     #[error("the worker's index went back; starting over")]
     WentBack,
+    #[error("jobs after {cursor} were pruned (up to {pruned}) before the worker had them; starting over")]
+    Pruned { cursor: u64, pruned: u64 },
     #[error("the store closed")]
     Closed,
 }
@@ -259,7 +267,10 @@ async fn follow(
     fence: Option<u64>,
 ) -> Result<(), DeliveryError> {
     let status = client.index_status(pb::IndexStatusRequest {}).await?.into_inner();
-    progress.reach(me, true);
+    // Before the outbox is read: from here no other follower's pruning
+    // passes jobs this worker may need, and one already under way is caught
+    // below by its mark.
+    progress.reached_anew(me);
     // The bounds first: pruning marks its position before removing jobs, so
     // an outbox found empty has its last sequence in the mark read after.
     let (bounds, pruned) = store.blocking(|store| Ok((store.outbox_bounds()?, store.outbox_pruned()?))).await?;
@@ -274,7 +285,13 @@ async fn follow(
     let mut commits = store.subscribe();
     let mut pruner = Pruner::new(fence);
     loop {
-        let jobs = store.blocking(move |store| store.outbox_after(cursor, BATCH)).await?;
+        // The jobs, then the pruning mark: a pruning that removed any job
+        // after the cursor marked its position before.
+        let (jobs, pruned) =
+            store.blocking(move |store| Ok((store.outbox_after(cursor, BATCH)?, store.outbox_pruned()?))).await?;
+        if pruned > cursor {
+            return Err(DeliveryError::Pruned { cursor, pruned });
+        }
         let Some(&(sent, _)) = jobs.last() else {
             tokio::select! {
                 changed = commits.changed() => changed.map_err(|_| DeliveryError::Closed)?,
@@ -318,6 +335,7 @@ async fn rebuild(store: &Store, client: &mut WorkerClient<Channel>) -> Result<u6
             client.apply_index_jobs(batch).await?;
         }
     }
+    fault_point!("indexer::after_rebuild");
     // A marker at the head moves the worker's position there.
     let marker = pb::IndexJob { sequence: head, op: pb::IndexOp::Delete as i32, ..Default::default() };
     let ack = client

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::batch_action::Action;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
-use support::{Stack, apply_batch, write_text};
+use agentvfs_proto::v1::worker_client::WorkerClient;
+use support::{Stack, Worker, apply_batch, write_text};
 use tonic::transport::Channel;
 
 fn search(query: &str) -> pb::SearchRequest {
@@ -132,5 +133,50 @@ on_both_engines! {
             stack.front.admin().await.reindex(pb::ReindexRequest { space: "s".into() }).await.unwrap().into_inner();
         assert_eq!(queued.queued, 1 + 41, "drop, then 40 files and /AGENT.md");
         eventually(&mut fs, "beta", |h| h.len() == 20).await;
+    }
+}
+
+/// A worker whose index is being rebuilt holds the outbox: jobs committed
+/// meanwhile stay until it has them, even while another worker acknowledges
+/// them and the front prunes what every worker has.
+#[tokio::test]
+async fn a_worker_rebuilt_while_another_indexes_misses_no_job() {
+    let dir = tempfile::tempdir().unwrap();
+    // The first rebuild to finish reading the store stalls before it
+    // reports its position: the files below are written meanwhile.
+    let stall = [("FAILPOINTS", "indexer::after_rebuild=1*sleep(5000)")];
+    let (binary, _) = support::failpoint_binaries();
+    let (front, workers) = support::with_front_port(async |front_addr| {
+        let first = Worker::start(front_addr, "127.0.0.1:0", &dir.path().join("i1")).await;
+        let second = Worker::start(front_addr, "127.0.0.1:0", &dir.path().join("i2")).await;
+        let both = format!("{},{}", first.addr, second.addr);
+        let front = support::Front::try_start_binary_at(&binary, front_addr, &["--worker", &both], &stall).await?;
+        Some((front, [first, second]))
+    })
+    .await;
+    let space = front.space("s").await;
+    let mut fs = front.fs().await;
+    for i in 0..20 {
+        fs.write(write_text("s", &format!("/f{i:02}.txt"), "a needle in the hay\n")).await.unwrap();
+    }
+    // Each worker's own index, asked directly, ends up with every file.
+    for worker in &workers {
+        let mut client = WorkerClient::connect(format!("http://{}", worker.addr)).await.unwrap();
+        let query = pb::IndexQuery {
+            space_id: space.clone(),
+            query: "needle".into(),
+            path_prefix: "/".into(),
+            limit: 100,
+            offset: 0,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let hits = client.search_index(query.clone()).await.unwrap().into_inner().hits.len();
+            if hits == 20 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the worker at {} indexed {hits} of 20 files", worker.addr);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 }

@@ -33,8 +33,92 @@ pub struct TextMeta {
 impl TextMeta {
     /// Classifies bytes.
     pub fn analyze(bytes: &[u8]) -> Self {
-        let Ok(text) = std::str::from_utf8(bytes) else {
-            return Self {
+        let mut analyzer = TextAnalyzer::default();
+        analyzer.update(bytes);
+        analyzer.finish()
+    }
+}
+
+/// [`TextMeta::analyze`] for bytes that arrive in pieces, split anywhere
+/// (inside a character or between CR and LF): fed every piece in order, it
+/// finishes with what `analyze` says of them all.
+#[derive(Debug, Clone, Default)]
+pub struct TextAnalyzer {
+    /// The start of a character whose rest is in the next piece.
+    partial: Vec<u8>,
+    not_utf8: bool,
+    has_nul: bool,
+    bom: bool,
+    lf: u64,
+    crlf: u64,
+    utf16_len: u64,
+    last: Option<u8>,
+}
+
+impl TextAnalyzer {
+    pub fn update(&mut self, mut bytes: &[u8]) {
+        if self.not_utf8 {
+            return;
+        }
+        // First the character the last piece began, once it is whole.
+        if let Some(&lead) = self.partial.first() {
+            let width = match lead {
+                0xC0..=0xDF => 2,
+                0xE0..=0xEF => 3,
+                _ => 4,
+            };
+            let need = width - self.partial.len();
+            if bytes.len() < need {
+                self.partial.extend_from_slice(bytes);
+                return;
+            }
+            let mut whole = std::mem::take(&mut self.partial);
+            whole.extend_from_slice(&bytes[..need]);
+            bytes = &bytes[need..];
+            match std::str::from_utf8(&whole) {
+                Ok(character) => self.text(character),
+                Err(_) => {
+                    self.not_utf8 = true;
+                    return;
+                }
+            }
+        }
+        match std::str::from_utf8(bytes) {
+            Ok(text) => self.text(text),
+            // The piece ends inside a character.
+            Err(error) if error.error_len().is_none() => {
+                let (valid, rest) = bytes.split_at(error.valid_up_to());
+                if let Ok(text) = std::str::from_utf8(valid) {
+                    self.text(text);
+                }
+                self.partial = rest.to_vec();
+            }
+            Err(_) => self.not_utf8 = true,
+        }
+    }
+
+    fn text(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        let Some(&last) = bytes.last() else { return };
+        if self.last.is_none() {
+            self.bom = text.starts_with(BOM);
+        }
+        self.has_nul |= memchr_nul(bytes);
+        for (i, _) in text.match_indices('\n') {
+            let before = if i == 0 { self.last } else { Some(bytes[i - 1]) };
+            if before == Some(b'\r') {
+                self.crlf += 1;
+            } else {
+                self.lf += 1;
+            }
+        }
+        self.last = Some(last);
+        self.utf16_len += utf16_len(text);
+    }
+
+    pub fn finish(self) -> TextMeta {
+        if self.not_utf8 || !self.partial.is_empty() {
+            return TextMeta {
                 is_text: false,
                 is_utf8: false,
                 bom: false,
@@ -42,30 +126,21 @@ impl TextMeta {
                 line_count: 0,
                 utf16_len: 0,
             };
-        };
-        let has_nul = memchr_nul(bytes);
-        let (mut lf, mut crlf) = (0u64, 0u64);
-        for (i, _) in text.match_indices('\n') {
-            if i > 0 && bytes[i - 1] == b'\r' {
-                crlf += 1;
-            } else {
-                lf += 1;
-            }
         }
-        let line_ending = match (lf, crlf) {
+        let line_ending = match (self.lf, self.crlf) {
             (0, 0) => LineEnding::None,
             (_, 0) => LineEnding::Lf,
             (0, _) => LineEnding::CrLf,
             _ => LineEnding::Mixed,
         };
-        let ends_open = !text.is_empty() && !text.ends_with('\n');
-        Self {
-            is_text: !has_nul,
+        let ends_open = self.last.is_some_and(|last| last != b'\n');
+        TextMeta {
+            is_text: !self.has_nul,
             is_utf8: true,
-            bom: text.starts_with(BOM),
+            bom: self.bom,
             line_ending,
-            line_count: lf + crlf + u64::from(ends_open),
-            utf16_len: if has_nul { 0 } else { utf16_len(text) },
+            line_count: self.lf + self.crlf + u64::from(ends_open),
+            utf16_len: if self.has_nul { 0 } else { self.utf16_len },
         }
     }
 }

@@ -88,3 +88,58 @@ proptest! {
         prop_assert_eq!(out, text);
     }
 }
+
+/// What [`TextMeta`] says of `bytes`, worked out from the whole of them at
+/// once by the plainest means.
+fn whole_reference(bytes: &[u8]) -> TextMeta {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        let line_ending = LineEnding::None;
+        return TextMeta { is_text: false, is_utf8: false, bom: false, line_ending, line_count: 0, utf16_len: 0 };
+    };
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let crlf = lines.iter().filter(|line| line.ends_with("\r\n")).count();
+    let lf = lines.iter().filter(|line| line.ends_with('\n')).count() - crlf;
+    let has_nul = text.contains('\0');
+    TextMeta {
+        is_text: !has_nul,
+        is_utf8: true,
+        bom: text.starts_with(BOM),
+        line_ending: match (lf, crlf) {
+            (0, 0) => LineEnding::None,
+            (_, 0) => LineEnding::Lf,
+            (0, _) => LineEnding::CrLf,
+            _ => LineEnding::Mixed,
+        },
+        line_count: lines.len() as u64,
+        utf16_len: if has_nul { 0 } else { text.encode_utf16().count() as u64 },
+    }
+}
+
+fn bytes_strategy() -> impl Strategy<Value = Vec<u8>> {
+    let part = prop_oneof![
+        8 => text_strategy().prop_map(String::into_bytes),
+        1 => Just(vec![0]),
+        1 => Just(vec![b'\r']),
+        1 => prop::collection::vec(any::<u8>(), 1..3),
+    ];
+    prop::collection::vec(part, 0..8).prop_map(|parts| parts.concat())
+}
+
+proptest! {
+    /// Fed in pieces split anywhere, even inside a character or a CRLF, the
+    /// analyzer says what the whole says.
+    #[test]
+    fn text_in_pieces_is_classified_as_the_whole(bytes in bytes_strategy(), cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6)) {
+        let mut cuts: Vec<usize> = cuts.iter().map(|cut| cut.index(bytes.len() + 1)).collect();
+        cuts.sort_unstable();
+        let mut analyzer = TextAnalyzer::default();
+        let mut from = 0;
+        for cut in cuts.into_iter().chain([bytes.len()]) {
+            analyzer.update(&bytes[from..cut]);
+            from = cut;
+        }
+        let expected = whole_reference(&bytes);
+        prop_assert_eq!(analyzer.finish(), expected);
+        prop_assert_eq!(TextMeta::analyze(&bytes), expected);
+    }
+}

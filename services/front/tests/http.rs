@@ -417,6 +417,28 @@ async fn content_streams_raw_bytes_both_ways_and_a_download_keeps_memory_flat() 
     assert_eq!(status, 400, "{error}");
 }
 
+/// A `PUT` goes to the store a batch at a time as the body arrives. As for
+/// gRPC uploads (`long_calls.rs`), measured on a database store after a
+/// first, smaller upload.
+#[tokio::test]
+async fn an_upload_keeps_memory_flat() {
+    support::Engine::Database
+        .scope(async {
+            let (front, http, _temp) = front(&[]).await;
+            assert_eq!(post(&http, "/api/v1/admin/create_space", &json!({"name": "web"})).0, 200);
+            assert_eq!(put_content(&http, "space=web&path=/warm.bin", &[], 8).0, 201);
+            std::fs::write(format!("/proc/{}/clear_refs", front.pid()), "5").unwrap();
+            let (resident, _) = memory(front.pid());
+            let (status, uploaded) = put_content(&http, "space=web&path=/big.bin", &[], 64);
+            let (_, peak) = memory(front.pid());
+            assert_eq!((status, uploaded["size"].as_str()), (201, Some("67108864")), "{uploaded}");
+            let growth = peak.saturating_sub(resident);
+            eprintln!("front resident memory: {resident} bytes before the upload, peak {peak} (+{growth})");
+            assert!(growth < 16 << 20, "a 64 MiB upload grew the front by {} MiB", growth >> 20);
+        })
+        .await;
+}
+
 /// A reply with what differs from run to run (IDs, hashes, times, tokens,
 /// timings) replaced by placeholders, so that it can be compared with a
 /// recorded one.

@@ -13,7 +13,7 @@ use crate::edit;
 use crate::error::{Error, Reason, Result};
 use crate::path::SpacePath;
 use crate::reference::{Reference, ReferenceError};
-use crate::store::{ChangeKind, Commit, Entry, Hash, ReceiptPlan, SpaceRecord, Store, VersionRecord};
+use crate::store::{ChangeKind, Commit, Entry, Hash, NewContent, ReceiptPlan, SpaceRecord, Store, VersionRecord};
 use crate::text::TextMeta;
 
 /// Most actions in one batch, and the largest batch request.
@@ -362,5 +362,5 @@ fn put(
         idempotency_key: (req.apply && !req.idempotency_key.is_empty()).then(|| req.idempotency_key.clone()),
         tool_call: caller.tool_call.clone(),
     };
-    commit.put_file(path, previous, record, Arc::new(bytes), false)
+    commit.put_file(path, previous, record, NewContent::Bytes(Arc::new(bytes)), false)
 }

@@ -195,9 +195,10 @@ impl FileSystem for Services {
             move |front| front.target(&caller, &header.space, &header.path, &header.base, "header.path", Need::Write)
         })
         .await?;
-        let data = transfer::receive_data(&mut stream, &header, front.store.limits().max_file_bytes).await?;
+        let limit = front.store.limits().max_file_bytes;
+        let received = transfer::receive_data(&front.store, &mut stream, &header, limit).await?;
         let turn = header.space.clone();
-        handler::run_change(&front, &turn, move |front| transfer::store_upload(front, &caller, header, data)).await
+        handler::run_change(&front, &turn, move |front| transfer::store_upload(front, &caller, header, received)).await
     }
 
     async fn download(

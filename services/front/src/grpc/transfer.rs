@@ -1,5 +1,7 @@
 //! `Upload` and `Download`: raw bytes of any file, streamed in chunks.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use agentvfs_proto::v1 as pb;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
@@ -12,8 +14,9 @@ use crate::auth::{Caller, Need};
 use crate::error::{Error, Reason, Result};
 use crate::ids::{NodeId, SpaceId};
 use crate::path::SpacePath;
-use crate::store::content::ChunkReader;
+use crate::store::content::{self, ChunkReader, UploadId, Uploaded};
 use crate::store::{Actor, Hash, Store, WriteBody, WriteMode, WriteOp, WriteOutcome};
+use crate::text::{TextAnalyzer, TextMeta};
 
 /// Stored chunks (64 KiB each, one per `Download` message) read per store
 /// call: with the queue, what one download holds at most.
@@ -30,77 +33,175 @@ pub(super) async fn receive_header(stream: &mut tonic::Streaming<pb::UploadChunk
     }
 }
 
+/// An upload's bytes, received: held when they are few, else staged in the
+/// store batch by batch as they arrived.
+pub(super) struct Received {
+    body: ReceivedBody,
+    /// What the idempotency fingerprint covers: the header and the bytes.
+    fingerprint: [u8; 32],
+}
+
+enum ReceivedBody {
+    Bytes(Vec<u8>),
+    Staged { staged: Staged, size: u64, hash: Hash, text: TextMeta },
+}
+
+/// An upload staged in the store, released once dropped: after its commit
+/// claimed it (and removed its marker) that deletes nothing, after a
+/// failure or a duplicate it deletes the chunks.
+struct Staged {
+    store: Store,
+    id: UploadId,
+    /// Set by the release, under the lock every batch is stored under: a
+    /// batch still under way when the call went away is stored before the
+    /// release or not at all, never after it.
+    released: Arc<Mutex<bool>>,
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let (store, id, released) = (self.store.clone(), self.id, self.released.clone());
+        // Without a runtime (the front is stopping) the collector gets it.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn_blocking(move || {
+                *released.lock().unwrap_or_else(PoisonError::into_inner) = true;
+                content::release_quietly(&store, id);
+            });
+        }
+    }
+}
+
 /// Reads the data chunks that follow the header, up to the file limit, and
-/// checks them against the header's hash.
+/// checks them against the header's hash. Memory does not grow with the
+/// upload: past [`content::UPLOAD_BATCH`] bytes, each batch is staged in
+/// the store as soon as it is whole.
 pub(super) async fn receive_data(
+    store: &Store,
     stream: &mut tonic::Streaming<pb::UploadChunk>,
     header: &pb::UploadHeader,
     limit: u64,
-) -> Result<Vec<u8>> {
-    let mut data = Vec::new();
+) -> Result<Received> {
+    let expected = match header.hash.as_str() {
+        "" => None,
+        hex => Some(
+            Hash::from_hex(hex)
+                .ok_or_else(|| Error::invalid_argument("header.hash", "hash must be 64 hex digits of BLAKE3."))?,
+        ),
+    };
+    let mut fingerprint = (!header.idempotency_key.is_empty()).then(|| {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&prost::Message::encode_to_vec(header));
+        hasher
+    });
+    let (mut hasher, mut text) = (blake3::Hasher::new(), TextAnalyzer::default());
+    let mut size = 0u64;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut staging = Staging::default();
     while let Some(chunk) = stream.next().await {
-        match chunk.map_err(|status| stream_error(&status))?.part {
-            Some(pb::upload_chunk::Part::Data(bytes)) => {
-                if (data.len() + bytes.len()) as u64 > limit {
-                    return Err(Error::new(
-                        Reason::TooLarge,
-                        format!("The upload is over the {limit}-byte file limit."),
-                    )
-                    .with("limit", limit)
-                    .field("data"));
+        let Some(pb::upload_chunk::Part::Data(bytes)) = chunk.map_err(|status| stream_error(&status))?.part else {
+            return Err(Error::invalid_argument("header", "Only the first upload message may be a header."));
+        };
+        size += bytes.len() as u64;
+        if size > limit {
+            return Err(Error::new(Reason::TooLarge, format!("The upload is over the {limit}-byte file limit."))
+                .with("limit", limit)
+                .field("data"));
+        }
+        hasher.update(&bytes);
+        text.update(&bytes);
+        if let Some(fingerprint) = &mut fingerprint {
+            fingerprint.update(&bytes);
+        }
+        pending.extend_from_slice(&bytes);
+        while pending.len() >= content::UPLOAD_BATCH {
+            let rest = pending.split_off(content::UPLOAD_BATCH);
+            let batch = std::mem::replace(&mut pending, rest);
+            staging.put(store, batch).await?;
+        }
+    }
+    let hash = Hash(*hasher.finalize().as_bytes());
+    if let Some(expected) = expected
+        && hash != expected
+    {
+        return Err(Error::new(
+            Reason::InvalidArgument,
+            "The uploaded bytes do not match header.hash; nothing was saved.",
+        )
+        .with("expectedHash", expected.to_hex())
+        .with("actualHash", hash.to_hex())
+        .field("header.hash"));
+    }
+    if staging.staged.is_some() && !pending.is_empty() {
+        staging.put(store, std::mem::take(&mut pending)).await?;
+    }
+    let body = match staging.staged {
+        None => ReceivedBody::Bytes(pending),
+        Some(staged) => ReceivedBody::Staged { staged, size, hash, text: text.finish() },
+    };
+    let fingerprint = fingerprint.map_or([0; 32], |hasher| *hasher.finalize().as_bytes());
+    Ok(Received { body, fingerprint })
+}
+
+/// The upload an upload's batches go to, staged with the first.
+#[derive(Default)]
+struct Staging {
+    staged: Option<Staged>,
+    /// The chunk the next batch starts with.
+    next: u32,
+}
+
+impl Staging {
+    async fn put(&mut self, store: &Store, batch: Vec<u8>) -> Result<()> {
+        let (id, released) = match &self.staged {
+            Some(staged) => (staged.id, staged.released.clone()),
+            None => {
+                let id = store.blocking(content::stage).await?;
+                let released = Arc::new(Mutex::new(false));
+                self.staged = Some(Staged { store: store.clone(), id, released: released.clone() });
+                (id, released)
+            }
+        };
+        let first = self.next;
+        self.next += batch.len().div_ceil(content::CHUNK_SIZE) as u32;
+        store
+            .blocking(move |store| {
+                let released = released.lock().unwrap_or_else(PoisonError::into_inner);
+                if *released {
+                    return Err(Error::internal("the upload was released while a batch of it was on its way"));
                 }
-                data.extend_from_slice(&bytes);
-            }
-            _ => {
-                return Err(Error::invalid_argument("header", "Only the first upload message may be a header."));
-            }
-        }
+                content::put_staged(store, id, first, &batch)
+            })
+            .await
     }
-    if !header.hash.is_empty() {
-        let expected = Hash::from_hex(&header.hash)
-            .ok_or_else(|| Error::invalid_argument("header.hash", "hash must be 64 hex digits of BLAKE3."))?;
-        let actual = Hash::of(&data);
-        if actual != expected {
-            return Err(Error::new(
-                Reason::InvalidArgument,
-                "The uploaded bytes do not match header.hash; nothing was saved.",
-            )
-            .with("expectedHash", expected.to_hex())
-            .with("actualHash", actual.to_hex())
-            .field("header.hash"));
-        }
-    }
-    Ok(data)
 }
 
 fn stream_error(status: &tonic::Status) -> Error {
     Error::new(Reason::InvalidArgument, format!("The upload stream failed: {}.", status.message()))
 }
 
-/// Saves a received upload; the idempotency fingerprint covers the header
-/// and the bytes.
+/// Saves a received upload.
 pub(super) fn store_upload(
     front: &Front,
     caller: &Caller,
     header: pb::UploadHeader,
-    data: Vec<u8>,
+    received: Received,
 ) -> Result<pb::UploadResponse> {
     let target = front.target(caller, &header.space, &header.path, &header.base, "header.path", Need::Write)?;
     let key = header.idempotency_key.clone();
-    let fingerprint = if key.is_empty() {
-        [0; 32]
-    } else {
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(&prost::Message::encode_to_vec(&header));
-        hasher.update(&data);
-        *hasher.finalize().as_bytes()
-    };
     let space = target.space.id.to_string();
-    idempotency::run(front, caller, &space, "Upload", &key, fingerprint, |claim| {
+    // Kept until the write is over: dropping it releases what no commit claimed.
+    let (body, _staged) = match received.body {
+        ReceivedBody::Bytes(bytes) => (WriteBody::Bytes(bytes), None),
+        ReceivedBody::Staged { staged, size, hash, text } => {
+            let upload = Uploaded { id: staged.id, size };
+            (WriteBody::Uploaded { upload, hash, text }, Some(staged))
+        }
+    };
+    idempotency::run(front, caller, &space, "Upload", &key, received.fingerprint, |claim| {
         let outcome = front.store.write(WriteOp {
             space: target.space.id,
             path: target.path,
-            body: WriteBody::Bytes(data),
+            body,
             mode: WriteMode::Overwrite,
             expected_version: header.expected_version,
             operation: "upload",

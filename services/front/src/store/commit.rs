@@ -74,8 +74,19 @@ pub(crate) struct NewVersion {
     pub node: NodeId,
     pub number: u64,
     pub record: VersionRecord,
-    /// The content, or `None` when it is already stored (a copy).
-    pub bytes: Option<Arc<Vec<u8>>>,
+    pub content: NewContent,
+}
+
+/// Where a new version's content comes from.
+#[derive(Debug)]
+pub(crate) enum NewContent {
+    /// Stored already (a copy).
+    Stored,
+    /// These bytes, stored by the commit unless they are already.
+    Bytes(Arc<Vec<u8>>),
+    /// Staged as an upload before the commit (see [`content::stage`]),
+    /// claimed by it unless the content is stored already.
+    Uploaded(content::Uploaded),
 }
 
 impl Commit {
@@ -208,7 +219,7 @@ impl Commit {
         path: &SpacePath,
         previous: Option<&Entry>,
         mut record: VersionRecord,
-        bytes: Arc<Vec<u8>>,
+        content: NewContent,
         system: bool,
     ) -> Entry {
         let (node, number) = match previous {
@@ -245,7 +256,7 @@ impl Commit {
             old_path: None,
             version: number,
         });
-        self.add_version(NewVersion { node, number, record, bytes: Some(bytes) });
+        self.add_version(NewVersion { node, number, record, content });
         self.plan(path.clone(), Some(entry.clone()));
         entry
     }
@@ -284,11 +295,14 @@ impl Store {
 
     /// Applies several commits (of different spaces) in one transaction.
     pub(crate) fn apply_all(&self, commits: &[&Commit]) -> Result<()> {
+        // Staged content was checked for room as it was stored.
         let incoming: u64 = commits
             .iter()
             .flat_map(|c| c.versions.iter())
-            .filter_map(|v| v.bytes.as_ref())
-            .map(|b| b.len() as u64)
+            .map(|v| match &v.content {
+                NewContent::Bytes(bytes) => bytes.len() as u64,
+                NewContent::Stored | NewContent::Uploaded(_) => 0,
+            })
             .sum();
         let released: u64 = commits
             .iter()
@@ -302,7 +316,7 @@ impl Store {
         let prepared: Vec<Prepared> =
             commits.iter().map(|commit| Prepared::new(commit, self.gate(commit.space.id))).collect();
         // Large new content goes in first, outside the transaction.
-        let mut uploads: HashMap<Hash, (content::UploadId, u32)> = HashMap::new();
+        let mut uploads: HashMap<Hash, content::Uploaded> = HashMap::new();
         let uploaded = self.upload_new_content(commits, &mut uploads);
         let committed = uploaded.and_then(|()| {
             fault_point!("store::before_commit");
@@ -313,11 +327,8 @@ impl Store {
                 Ok(())
             })
         });
-        for (hash, (upload, chunks)) in uploads {
-            if let Err(error) = content::release_upload(self, upload, hash, chunks) {
-                // Collected later (see `Store::collect_uploads`).
-                tracing::warn!(%error, "could not release an upload its commit did not claim");
-            }
+        for upload in uploads.values() {
+            content::release_quietly(self, upload.id);
         }
         committed?;
         fault_point!("store::after_commit");
@@ -329,18 +340,13 @@ impl Store {
 impl Store {
     /// Uploads the new content of more than one chunk that `commits` bring
     /// and is not stored yet, once per hash, into `uploads`.
-    fn upload_new_content(
-        &self,
-        commits: &[&Commit],
-        uploads: &mut HashMap<Hash, (content::UploadId, u32)>,
-    ) -> Result<()> {
+    fn upload_new_content(&self, commits: &[&Commit], uploads: &mut HashMap<Hash, content::Uploaded>) -> Result<()> {
         for version in commits.iter().flat_map(|c| c.versions.iter()) {
-            let (Some(bytes), hash) = (&version.bytes, version.record.hash) else { continue };
+            let (NewContent::Bytes(bytes), hash) = (&version.content, version.record.hash) else { continue };
             if bytes.len() <= content::CHUNK_SIZE || uploads.contains_key(&hash) || content::is_stored(self, hash)? {
                 continue;
             }
-            let upload = content::upload(self, hash, bytes)?;
-            uploads.insert(hash, (upload, bytes.len().div_ceil(content::CHUNK_SIZE) as u32));
+            uploads.insert(hash, content::upload(self, bytes)?);
         }
         Ok(())
     }
@@ -352,7 +358,7 @@ fn write_commit(
     tx: &mut dyn Tx,
     commit: &Commit,
     prepared: &Prepared,
-    uploads: &HashMap<Hash, (content::UploadId, u32)>,
+    uploads: &HashMap<Hash, content::Uploaded>,
 ) -> Result<()> {
     let Prepared {
         gate_key,
@@ -414,10 +420,12 @@ fn write_commit(
         let key = keys::version(commit.space.id, version.node, version.number);
         tx.put(Table::Versions, &key, &encode(&version.record))?;
         let hash = version.record.hash;
-        let source = match (&version.bytes, uploads.get(&hash)) {
-            (None, _) => content::Source::Stored,
-            (Some(bytes), Some((upload, _))) => content::Source::Uploaded(*upload, bytes),
-            (Some(bytes), None) => content::Source::Bytes(bytes),
+        let source = match (&version.content, uploads.get(&hash)) {
+            (NewContent::Stored, _) => content::Source::Stored,
+            (NewContent::Uploaded(upload), _) | (NewContent::Bytes(_), Some(upload)) => {
+                content::Source::Uploaded(*upload)
+            }
+            (NewContent::Bytes(bytes), None) => content::Source::Bytes(bytes),
         };
         content::add_ref(tx, hash, source)?;
     }

@@ -5,10 +5,17 @@
 //! Content of one chunk is written by the commit that brings it. Larger
 //! content is *uploaded* first, outside the commit's transaction, a few
 //! chunks per transaction, under keys of its own upload that nothing else
-//! touches ([`upload`]); the commit then only claims the upload (or, when
-//! the content is stored already, drops it). A marker in `meta` records an
-//! upload until its commit claims it, so that what a crash leaves behind is
-//! collected ([`Store::collect_uploads`]).
+//! touches ([`stage`], [`put_staged`]); the commit then only claims the
+//! upload, and whoever staged it releases it after the commit, which drops
+//! it unless it was claimed (the content was stored already, or the commit
+//! failed). Chunks are keyed by the upload alone, so they can be stored as
+//! they arrive, before the content's hash is known: memory per upload does
+//! not grow with the content. A marker in `meta` records an upload until its
+//! commit claims it, so that what a crash leaves behind is collected
+//! ([`Store::collect_uploads`]).
+//!
+//! Stores written before uploads were streamed keep chunks under keys of the
+//! content's hash and the upload; they read as before.
 
 use prost::bytes::Bytes;
 
@@ -19,8 +26,8 @@ use crate::error::{Error, Reason, Result};
 
 /// Bytes per stored chunk.
 pub const CHUNK_SIZE: usize = 64 * 1024;
-/// Chunks an upload writes per transaction.
-const UPLOAD_BATCH: usize = 16;
+/// Bytes an upload stores per transaction: sixteen chunks.
+pub const UPLOAD_BATCH: usize = 16 * CHUNK_SIZE;
 
 /// How old an upload no commit claimed must be before it is collected:
 /// far longer than any commit takes.
@@ -29,6 +36,32 @@ pub const UPLOAD_GRACE: std::time::Duration = std::time::Duration::from_secs(360
 /// An upload's ID.
 pub type UploadId = [u8; 16];
 
+/// Content staged as an upload, ready for a commit to claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Uploaded {
+    pub id: UploadId,
+    pub size: u64,
+}
+
+/// How many chunks content of `size` bytes takes.
+fn chunk_count(size: u64) -> Result<u32> {
+    u32::try_from(size.div_ceil(CHUNK_SIZE as u64)).map_err(|_| Error::internal("content has too many chunks"))
+}
+
+/// Where the chunks of uploaded content are, as its `x` record says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UploadKeys {
+    /// Under the upload alone.
+    Upload(UploadId),
+    /// Under the content's hash and the upload (stores written before
+    /// uploads were streamed).
+    Hashed(UploadId),
+}
+
+/// Follows the upload ID in an `x` record of [`UploadKeys::Upload`]; a
+/// record of the upload ID alone is [`UploadKeys::Hashed`].
+const UPLOAD_KEYS_TAG: u8 = b'u';
+
 /// What a new version's content is, for [`add_ref`].
 #[derive(Debug, Clone, Copy)]
 pub enum Source<'a> {
@@ -36,9 +69,9 @@ pub enum Source<'a> {
     Stored,
     /// Bytes the transaction writes if they are not stored yet.
     Bytes(&'a [u8]),
-    /// Bytes uploaded before the transaction (see [`upload`]), which also
-    /// holds them in case the upload cannot be claimed.
-    Uploaded(UploadId, &'a [u8]),
+    /// Bytes staged before the transaction (see [`stage`]), claimed if
+    /// they are not stored yet.
+    Uploaded(Uploaded),
 }
 
 /// Adds one reference to `hash`, storing its content if it is new.
@@ -51,24 +84,24 @@ pub fn add_ref(tx: &mut dyn Tx, hash: Hash, source: Source<'_>) -> Result<()> {
             meta
         }
         None => {
-            let bytes = match source {
+            let size = match source {
                 Source::Stored => return Err(Error::internal("a copy references content that is not stored")),
                 Source::Bytes(bytes) => {
                     for (index, chunk) in (0..).zip(bytes.chunks(CHUNK_SIZE)) {
                         tx.put(Table::Content, &keys::blob_chunk(&hash.0, index), chunk)?;
                     }
-                    bytes
+                    bytes.len() as u64
                 }
-                Source::Uploaded(upload, bytes) => {
+                Source::Uploaded(upload) => {
                     // The upload's chunks become the content's.
-                    tx.put(Table::Content, &keys::blob_upload(&hash.0), &upload)?;
-                    tx.delete(Table::Meta, &keys::upload_marker(&upload))?;
-                    bytes
+                    let mut record = upload.id.to_vec();
+                    record.push(UPLOAD_KEYS_TAG);
+                    tx.put(Table::Content, &keys::blob_upload(&hash.0), &record)?;
+                    tx.delete(Table::Meta, &keys::staged_marker(&upload.id))?;
+                    upload.size
                 }
             };
-            let chunks = u32::try_from(bytes.len().div_ceil(CHUNK_SIZE))
-                .map_err(|_| Error::internal("content has too many chunks"))?;
-            BlobMeta { size: bytes.len() as u64, chunks, refs: 1 }
+            BlobMeta { size, chunks: chunk_count(size)?, refs: 1 }
         }
     };
     tx.put(Table::Content, &meta_key, &encode(&meta))
@@ -99,15 +132,21 @@ pub fn drop_ref(tx: &mut dyn Tx, hash: Hash) -> Result<u64> {
 }
 
 /// The key of chunk `index` of `hash`: of its upload, or classic.
-fn chunk_key(hash: Hash, upload: Option<&UploadId>, index: u32) -> Vec<u8> {
+fn chunk_key(hash: Hash, upload: Option<&UploadKeys>, index: u32) -> Vec<u8> {
     match upload {
-        Some(upload) => keys::upload_chunk(&hash.0, upload, index),
+        Some(UploadKeys::Upload(upload)) => keys::upload_chunk(upload, index),
+        Some(UploadKeys::Hashed(upload)) => keys::hashed_upload_chunk(&hash.0, upload, index),
         None => keys::blob_chunk(&hash.0, index),
     }
 }
 
-fn uploaded_as(raw: Option<Bytes>) -> Result<Option<UploadId>> {
-    raw.map(|raw| UploadId::try_from(raw.as_ref()).map_err(|_| Error::internal("malformed upload record"))).transpose()
+fn uploaded_as(raw: Option<Bytes>) -> Result<Option<UploadKeys>> {
+    let Some(raw) = raw else { return Ok(None) };
+    let malformed = || Error::internal("malformed upload record");
+    Ok(Some(match raw.split_last() {
+        Some((&UPLOAD_KEYS_TAG, id)) if id.len() == 16 => UploadKeys::Upload(id.try_into().map_err(|_| malformed())?),
+        _ => UploadKeys::Hashed(raw.as_ref().try_into().map_err(|_| malformed())?),
+    }))
 }
 
 /// Whether content with this hash is stored.
@@ -115,61 +154,105 @@ pub fn is_stored(store: &Store, hash: Hash) -> Result<bool> {
     Ok(store.get(Table::Content, &keys::blob_meta(&hash.0))?.is_some())
 }
 
-/// Uploads `bytes` (content of more than one chunk) under a new upload:
-/// the marker first, then the chunks, a few per transaction.
-pub fn upload(store: &Store, hash: Hash, bytes: &[u8]) -> Result<UploadId> {
+/// Starts an upload: its marker, so that a crash before its commit leaves
+/// nothing that is never collected.
+pub fn stage(store: &Store) -> Result<UploadId> {
     let upload = fastrand::u128(..).to_be_bytes();
-    let chunks = u32::try_from(bytes.len().div_ceil(CHUNK_SIZE)).map_err(|_| Error::internal("content too large"))?;
-    let marker = encode(&UploadMarker { hash, chunks, started_ms: now_ms() });
-    store.transact(|tx| tx.put(Table::Meta, &keys::upload_marker(&upload), &marker))?;
-    let mut index = 0u32;
-    for batch in bytes.chunks(CHUNK_SIZE * UPLOAD_BATCH) {
-        let first = index;
-        store.transact(|tx| {
-            for (at, chunk) in (first..).zip(batch.chunks(CHUNK_SIZE)) {
-                tx.put(Table::Content, &keys::upload_chunk(&hash.0, &upload, at), chunk)?;
-            }
-            Ok(())
-        })?;
-        index += batch.len().div_ceil(CHUNK_SIZE) as u32;
-    }
+    store.transact(|tx| tx.put(Table::Meta, &keys::staged_marker(&upload), &encode(&now_ms())))?;
     Ok(upload)
 }
 
-/// Deletes an upload's chunks and marker unless its content claimed it.
-/// Called once the upload's commit is over, whatever its outcome (a
-/// duplicate or a failed commit leaves an upload nothing uses), or by the
-/// collector when no commit can claim it any more.
-pub fn release_upload(store: &Store, upload: UploadId, hash: Hash, chunks: u32) -> Result<()> {
-    if uploaded_as(store.get(Table::Content, &keys::blob_upload(&hash.0))?)? == Some(upload) {
+/// Stores `bytes` as chunks of `upload` from chunk `first` on, in one
+/// transaction. Every chunk but an upload's last must be whole.
+pub fn put_staged(store: &Store, upload: UploadId, first: u32, bytes: &[u8]) -> Result<()> {
+    store.check_room(bytes.len() as u64, 0)?;
+    store.transact(|tx| {
+        for (index, chunk) in (first..).zip(bytes.chunks(CHUNK_SIZE)) {
+            tx.put(Table::Content, &keys::upload_chunk(&upload, index), chunk)?;
+        }
+        Ok(())
+    })
+}
+
+/// Stages `bytes` (content of more than one chunk) as a new upload, a few
+/// chunks per transaction.
+pub fn upload(store: &Store, bytes: &[u8]) -> Result<Uploaded> {
+    let id = stage(store)?;
+    let per_batch = chunk_count(UPLOAD_BATCH as u64)?;
+    let mut batches = (0..).step_by(per_batch as usize).zip(bytes.chunks(UPLOAD_BATCH));
+    if let Err(error) = batches.try_for_each(|(first, batch)| put_staged(store, id, first, batch)) {
+        release_quietly(store, id);
+        return Err(error);
+    }
+    Ok(Uploaded { id, size: bytes.len() as u64 })
+}
+
+/// Deletes an upload's chunks and marker unless a commit claimed it (and
+/// so removed its marker). Called by whoever staged it once its commit is
+/// over, whatever the outcome, or by the collector when no commit can
+/// claim it any more.
+pub fn release_upload(store: &Store, upload: UploadId) -> Result<()> {
+    if store.get(Table::Meta, &keys::staged_marker(&upload))?.is_none() {
+        return Ok(());
+    }
+    let chunks = store.scan_prefix(Table::Content, &keys::upload_chunks(&upload)).map(|item| item.map(|(key, _)| key));
+    let chunks: Vec<Bytes> = chunks.collect::<Result<_>>()?;
+    store.remove_all(Table::Content, chunks)?;
+    store.transact(|tx| tx.delete(Table::Meta, &keys::staged_marker(&upload)))
+}
+
+/// [`release_upload`], logging a failure: the collector gets it later.
+pub fn release_quietly(store: &Store, upload: UploadId) {
+    if let Err(error) = release_upload(store, upload) {
+        tracing::warn!(%error, "could not release an upload no commit claimed; it is collected later");
+    }
+}
+
+/// [`release_upload`] for an upload of a store written before uploads were
+/// streamed, whose chunks are keyed by the content's hash too.
+fn release_hashed_upload(store: &Store, upload: UploadId, hash: Hash, chunks: u32) -> Result<()> {
+    if uploaded_as(store.get(Table::Content, &keys::blob_upload(&hash.0))?)? == Some(UploadKeys::Hashed(upload)) {
         // Claimed: its chunks are the content's now (and its marker gone).
         return Ok(());
     }
-    let keys: Vec<Bytes> = (0..chunks).map(|index| keys::upload_chunk(&hash.0, &upload, index).into()).collect();
+    let keys: Vec<Bytes> = (0..chunks).map(|index| keys::hashed_upload_chunk(&hash.0, &upload, index).into()).collect();
     store.remove_all(Table::Content, keys)?;
     store.transact(|tx| tx.delete(Table::Meta, &keys::upload_marker(&upload)))
 }
 
 impl Store {
-    /// Deletes what uploads older than `grace` left behind: uploads whose
+    /// Deletes what uploads at least `grace` old left behind: uploads whose
     /// commit never claimed them (the front stopped in between). Returns
     /// how many.
     pub fn collect_uploads(&self, grace: std::time::Duration) -> Result<usize> {
         let cutoff = now_ms() - i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
         let mut stale = Vec::new();
+        for item in self.scan_prefix(Table::Meta, keys::STAGED_MARKERS) {
+            let (key, value) = item?;
+            let started_ms: i64 = decode(&value)?;
+            let Ok(upload) = UploadId::try_from(&key[keys::STAGED_MARKERS.len()..]) else { continue };
+            if started_ms <= cutoff {
+                stale.push(upload);
+            }
+        }
+        let mut stale_hashed = Vec::new();
         for item in self.scan_prefix(Table::Meta, keys::UPLOAD_MARKERS) {
             let (key, value) = item?;
             let marker: UploadMarker = decode(&value)?;
             let Ok(upload) = UploadId::try_from(&key[keys::UPLOAD_MARKERS.len()..]) else { continue };
-            if marker.started_ms < cutoff {
-                stale.push((upload, marker));
+            if marker.started_ms <= cutoff {
+                stale_hashed.push((upload, marker));
             }
         }
-        for (upload, marker) in &stale {
-            tracing::info!(hash = %marker.hash.to_hex(), "collecting an upload no commit claimed");
-            release_upload(self, *upload, marker.hash, marker.chunks)?;
+        for upload in &stale {
+            tracing::info!("collecting an upload no commit claimed");
+            release_upload(self, *upload)?;
         }
-        Ok(stale.len())
+        for (upload, marker) in &stale_hashed {
+            tracing::info!(hash = %marker.hash.to_hex(), "collecting an upload no commit claimed");
+            release_hashed_upload(self, *upload, marker.hash, marker.chunks)?;
+        }
+        Ok(stale.len() + stale_hashed.len())
     }
 }
 
@@ -235,7 +318,7 @@ pub fn read_chunks_if_stored(store: &Store, hash: Hash) -> Result<Option<Vec<Byt
 pub struct ChunkReader {
     hash: Hash,
     /// The upload whose chunks the content's are (none: classic keys).
-    upload: Option<UploadId>,
+    upload: Option<UploadKeys>,
     size: u64,
     chunks: u32,
     next: u32,

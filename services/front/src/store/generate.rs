@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::commit::Commit;
+use super::commit::{Commit, NewContent};
 use super::engine::Table;
 use super::receipt::ReceiptPlan;
 use super::records::{Hash, VersionRecord};
@@ -153,7 +153,7 @@ impl Store {
                 idempotency_key: None,
                 tool_call: None,
             };
-            let entry = commit.put_file(&path, existing.as_ref(), record, Arc::new(bytes), true);
+            let entry = commit.put_file(&path, existing.as_ref(), record, NewContent::Bytes(Arc::new(bytes)), true);
             out.version = entry.version;
             out.written.push(path.to_string());
         }

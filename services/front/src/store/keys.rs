@@ -15,8 +15,9 @@
 //! | `versions` | space node version | `VersionRecord` |
 //! | `content` | hash `m` | `BlobMeta` |
 //! | `content` | hash `c` chunk | bytes (≤ [`super::content::CHUNK_SIZE`]) |
-//! | `content` | hash `x` | upload ID: the content's chunks are that upload's |
-//! | `content` | hash `u` upload chunk | bytes of an upload (see [`super::content::upload`]) |
+//! | `content` | hash `x` | upload ID `u`: the content's chunks are that upload's (the ID alone: its hashed chunks) |
+//! | `content` | upload `u` chunk | bytes of an upload (see [`super::content::stage`]) |
+//! | `content` | hash `u` upload chunk | bytes of an upload, in stores written before uploads were streamed |
 //! | `revlog` | space revision | `RevisionRecord` |
 //! | `trash` | space node | `TrashRecord` (a trashed subtree) |
 //! | `receipts` | BLAKE3(space, principal, method, key) | `Receipt` |
@@ -25,7 +26,8 @@
 //! | `claims` | BLAKE3(space, principal, method, key) | `ClaimRecord` (a call in progress) |
 //! | `sessions` | session `00` node | `SessionRead` (the session's last read of the node) |
 //! | `meta` | `format`, `outbox.head`, `outbox.pruned` | the store's own marks |
-//! | `meta` | `upload.` upload | `UploadMarker` (an upload not yet committed) |
+//! | `meta` | `staged.` upload | start time in ms (an upload not yet committed) |
+//! | `meta` | `upload.` upload | `UploadMarker` (the same, in stores written before uploads were streamed) |
 //!
 //! Paths never contain NUL, so `00` separates a path from its revision and
 //! all revisions of one path sort together, in path byte order.
@@ -168,7 +170,21 @@ pub fn blob_upload(hash: &[u8; 32]) -> Vec<u8> {
     key
 }
 
-pub fn upload_chunk(hash: &[u8; 32], upload: &[u8; 16], index: u32) -> Vec<u8> {
+/// Every chunk key of `upload` starts with this. Shorter than any key that
+/// starts with a hash, so the two never meet.
+pub fn upload_chunks(upload: &[u8; 16]) -> Vec<u8> {
+    let mut key = upload.to_vec();
+    key.push(b'u');
+    key
+}
+
+pub fn upload_chunk(upload: &[u8; 16], index: u32) -> Vec<u8> {
+    let mut key = upload_chunks(upload);
+    key.extend_from_slice(&index.to_be_bytes());
+    key
+}
+
+pub fn hashed_upload_chunk(hash: &[u8; 32], upload: &[u8; 16], index: u32) -> Vec<u8> {
     let mut key = hash.to_vec();
     key.push(b'u');
     key.extend_from_slice(upload);
@@ -176,7 +192,16 @@ pub fn upload_chunk(hash: &[u8; 32], upload: &[u8; 16], index: u32) -> Vec<u8> {
     key
 }
 
-/// Every upload marker starts with this.
+/// Every marker of a staged upload starts with this.
+pub const STAGED_MARKERS: &[u8] = b"staged.";
+
+pub fn staged_marker(upload: &[u8; 16]) -> Vec<u8> {
+    let mut key = STAGED_MARKERS.to_vec();
+    key.extend_from_slice(upload);
+    key
+}
+
+/// Every marker of an upload with hashed chunk keys starts with this.
 pub const UPLOAD_MARKERS: &[u8] = b"upload.";
 
 pub fn upload_marker(upload: &[u8; 16]) -> Vec<u8> {

@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use prost::bytes::Bytes;
 
-pub(crate) use commit::Commit;
+pub(crate) use commit::{Commit, NewContent};
 pub use engine::Health;
 pub use engine::postgres::{Postgres, PostgresOptions, masked_url};
 pub use engine::sled::{Durability, SledEngine, SledOptions};

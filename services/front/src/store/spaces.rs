@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::commit::Commit;
+use super::commit::{Commit, NewContent};
 use super::engine::Table;
 use super::receipt::ReceiptPlan;
 use super::records::{Entry, Hash, Quota, Role, SpaceRecord, Usage, VersionRecord, decode, now_ms};
@@ -90,7 +90,7 @@ impl Store {
             &SpacePath::from_stored(system_files::AGENT_MD.to_owned()),
             None,
             record,
-            Arc::new(agent_md),
+            NewContent::Bytes(Arc::new(agent_md)),
             true,
         );
         // The root is not counted as a directory of the space.

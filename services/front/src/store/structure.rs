@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::commit::{Commit, NewVersion, Purge};
+use super::commit::{Commit, NewContent, NewVersion, Purge};
 use super::engine::{KeyRange, Table};
 use super::records::{Change, ChangeKind, Entry, Kind, NodeRecord, SpaceRecord, TrashRecord, VersionRecord, decode};
 use super::{Store, keys};
@@ -125,7 +125,10 @@ impl Commit {
 
     /// The content this commit plans for version `number` of `node`, if any.
     pub fn planned_bytes(&self, node: NodeId, number: u64) -> Option<&[u8]> {
-        self.planned_version(node, number)?.bytes.as_deref().map(Vec::as_slice)
+        match &self.planned_version(node, number)?.content {
+            NewContent::Bytes(bytes) => Some(bytes),
+            NewContent::Stored | NewContent::Uploaded(_) => None,
+        }
     }
 
     /// `path` and every live entry below it, in path order, as planned so far.
@@ -357,7 +360,7 @@ impl Commit {
                 }
                 numbers.extend(self.planned_versions_of(entry.node).map(|v| (v.number, v.record.clone())));
                 for (number, record) in numbers {
-                    dest.add_version(NewVersion { node: entry.node, number, record, bytes: None });
+                    dest.add_version(NewVersion { node: entry.node, number, record, content: NewContent::Stored });
                 }
             }
             let moved = Entry { revision: dest.revision(), ..entry.clone() };
@@ -419,7 +422,7 @@ impl Commit {
                     tool_call: None,
                     ..source
                 };
-                self.add_version(NewVersion { node, number: 1, record, bytes: None });
+                self.add_version(NewVersion { node, number: 1, record, content: NewContent::Stored });
             }
             self.nodes.push((node, NodeRecord { space: self.space.id, path: new_path.to_string(), trashed: false }));
             self.count_in(&copied);

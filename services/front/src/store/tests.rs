@@ -474,16 +474,25 @@ fn content_keys(store: &Store, hash: crate::store::Hash) -> (Option<content::Upl
     for item in store.scan_prefix(Table::Content, &hash.0) {
         let (key, value) = item.unwrap();
         match key[32] {
-            b'x' => upload = Some(content::UploadId::try_from(value.as_ref()).unwrap()),
+            b'x' => {
+                assert_eq!(value.last(), Some(&b'u'), "an upload keyed by its ID alone");
+                upload = Some(content::UploadId::try_from(&value[..16]).unwrap());
+            }
             b'c' | b'u' => chunks += 1,
             _ => {}
         }
     }
-    (upload, chunks)
+    (upload, chunks + upload.map_or(0, |upload| upload_chunks(store, upload)))
+}
+
+/// How many chunks of `upload` are stored.
+fn upload_chunks(store: &Store, upload: content::UploadId) -> usize {
+    store.scan_prefix(Table::Content, &keys::upload_chunks(&upload)).count()
 }
 
 fn upload_markers(store: &Store) -> usize {
-    store.scan_prefix(Table::Meta, keys::UPLOAD_MARKERS).count()
+    let markers = |prefix| store.scan_prefix(Table::Meta, prefix).count();
+    markers(keys::STAGED_MARKERS) + markers(keys::UPLOAD_MARKERS)
 }
 
 fn large(seed: u8) -> Vec<u8> {
@@ -578,21 +587,22 @@ on_both_engines! {
         // Left by a front that stopped between the upload and its commit.
         let (stale, fresh) = (large(2), large(3));
         let (stale_hash, fresh_hash) = (crate::store::Hash::of(&stale), crate::store::Hash::of(&fresh));
-        let stale_upload = content::upload(&store, stale_hash, &stale).unwrap();
-        content::upload(&store, fresh_hash, &fresh).unwrap();
+        let stale_upload = content::upload(&store, &stale).unwrap().id;
+        let fresh_upload = content::upload(&store, &fresh).unwrap().id;
         assert_eq!(upload_markers(&store), 2);
         // The stale one started two hours ago.
-        let marker_key = keys::upload_marker(&stale_upload);
-        let mut marker: records::UploadMarker = store.get_decoded(Table::Meta, &marker_key).unwrap().unwrap();
-        marker.started_ms -= 2 * 3600 * 1000;
-        store.transact(|tx| tx.put(Table::Meta, &marker_key, &records::encode(&marker))).unwrap();
+        let marker_key = keys::staged_marker(&stale_upload);
+        let started_ms: i64 = store.get_decoded(Table::Meta, &marker_key).unwrap().unwrap();
+        let two_hours_earlier = records::encode(&(started_ms - 2 * 3600 * 1000));
+        store.transact(|tx| tx.put(Table::Meta, &marker_key, &two_hours_earlier)).unwrap();
         let one_hour = std::time::Duration::from_secs(3600);
         assert_eq!(store.collect_uploads(one_hour).unwrap(), 1);
-        assert_eq!(content_keys(&store, stale_hash), (None, 0));
-        assert_eq!(content_keys(&store, fresh_hash).1, fresh.len().div_ceil(content::CHUNK_SIZE));
+        assert_eq!(upload_chunks(&store, stale_upload), 0);
+        assert_eq!(upload_chunks(&store, fresh_upload), fresh.len().div_ceil(content::CHUNK_SIZE));
         assert_eq!(store.collect_uploads(std::time::Duration::ZERO).unwrap(), 1);
-        assert_eq!(content_keys(&store, fresh_hash), (None, 0));
+        assert_eq!(upload_chunks(&store, fresh_upload), 0);
         assert_eq!(upload_markers(&store), 0);
+        assert_eq!((content_keys(&store, stale_hash), content_keys(&store, fresh_hash)), ((None, 0), (None, 0)));
         // The committed content is never touched.
         assert_eq!(store.content(committed.hash).unwrap(), large(1));
     }
@@ -682,7 +692,7 @@ on_both_engines! {
         assert_eq!(content::read_if_stored(&store, outcome.hash).unwrap(), Some(body.clone()));
         assert_eq!(content::read_if_stored(&store, crate::store::Hash::of(b"never stored")).unwrap(), None);
         // A lost chunk is DATA_LOSS for the unverified reader too.
-        let second_key = keys::upload_chunk(&outcome.hash.0, &upload, 1);
+        let second_key = keys::upload_chunk(&upload, 1);
         let second = store.get(Table::Content, &second_key).unwrap().unwrap();
         store.transact(|tx| tx.delete(Table::Content, &second_key)).unwrap();
         assert_eq!(content::read_if_stored(&store, outcome.hash).unwrap_err().reason, Reason::DataLoss);
@@ -698,6 +708,108 @@ on_both_engines! {
         assert_eq!(content::read_if_stored(&store, outcome.hash).unwrap(), Some(small));
         store.transact(|tx| tx.delete(Table::Content, &keys::blob_chunk(&outcome.hash.0, 0))).unwrap();
         assert_eq!(content::read_if_stored(&store, outcome.hash).unwrap_err().reason, Reason::DataLoss);
+    }
+
+    fn staged_content_is_claimed_by_its_write_and_released_otherwise(engine: Engine) {
+        let home = Home::new(engine);
+        let store = home.open();
+        let space =
+            store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+        // Staged as a stream would: whole batches, then what is left.
+        let body: Vec<u8> = (0..(2 * content::UPLOAD_BATCH + 1000) as u32).map(|i| (i % 253) as u8).collect();
+        let stage = |body: &[u8]| {
+            let id = content::stage(&store).unwrap();
+            let per_batch = (content::UPLOAD_BATCH / content::CHUNK_SIZE) as u32;
+            for (first, batch) in (0..).step_by(per_batch as usize).zip(body.chunks(content::UPLOAD_BATCH)) {
+                content::put_staged(&store, id, first, batch).unwrap();
+            }
+            content::Uploaded { id, size: body.len() as u64 }
+        };
+        let staged_write = |at: &str, upload: content::Uploaded, expected_version: Option<u64>| {
+            let (hash, text) = (crate::store::Hash::of(&body), crate::text::TextMeta::analyze(&body));
+            let outcome = store.write(WriteOp {
+                space: space.id,
+                path: path(at),
+                body: WriteBody::Uploaded { upload, hash, text },
+                mode: WriteMode::Overwrite,
+                expected_version,
+                operation: "upload",
+                actor: Actor::default(),
+                receipt: None,
+            });
+            content::release_upload(&store, upload.id).unwrap();
+            outcome
+        };
+        let first = stage(&body);
+        let outcome = staged_write("/a.bin", first, None).unwrap();
+        let chunks = body.len().div_ceil(content::CHUNK_SIZE);
+        assert_eq!(content_keys(&store, outcome.hash), (Some(first.id), chunks), "claimed, and kept by its release");
+        assert_eq!(content::read(&store, outcome.hash).unwrap(), body);
+        assert_eq!(upload_markers(&store), 0);
+
+        // The same content again: stored once, the second upload released.
+        let second = stage(&body);
+        let again = staged_write("/b.bin", second, None).unwrap();
+        assert_eq!(again.hash, outcome.hash);
+        assert_eq!(upload_chunks(&store, second.id), 0);
+        // A write that fails releases its upload too.
+        let third = stage(&body);
+        let conflict = staged_write("/c.bin", third, Some(7)).unwrap_err();
+        assert_eq!(conflict.reason, Reason::VersionConflict);
+        assert_eq!(upload_chunks(&store, third.id), 0);
+        assert_eq!(upload_markers(&store), 0);
+        assert_eq!(content_keys(&store, outcome.hash), (Some(first.id), chunks));
+
+        store.delete_space(space.id, None).unwrap();
+        assert_eq!(content_keys(&store, outcome.hash), (None, 0), "freed with its last version");
+        assert_eq!(upload_chunks(&store, first.id), 0);
+    }
+
+    fn uploads_of_stores_written_before_uploads_streamed_read_and_are_collected(engine: Engine) {
+        let home = Home::new(engine);
+        let store = home.open();
+        let space =
+            store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+        let body = large(4);
+        let outcome = overwrite(&store, space.id, "/old.bin", &body);
+        let hash = outcome.hash;
+        // Moved to the keys of the content's hash and the upload, as such
+        // stores have them.
+        let (upload, chunks) = content_keys(&store, hash);
+        let upload = upload.unwrap();
+        store
+            .transact(|tx| {
+                for index in 0..chunks as u32 {
+                    let chunk = tx.get(Table::Content, &keys::upload_chunk(&upload, index))?.unwrap();
+                    tx.delete(Table::Content, &keys::upload_chunk(&upload, index))?;
+                    tx.put(Table::Content, &keys::hashed_upload_chunk(&hash.0, &upload, index), &chunk)?;
+                }
+                tx.put(Table::Content, &keys::blob_upload(&hash.0), &upload)
+            })
+            .unwrap();
+        assert_eq!(upload_chunks(&store, upload), 0);
+        assert_eq!(content::read_if_stored(&store, hash).unwrap(), Some(body.clone()));
+        let mut reader = content::ChunkReader::open(&store, hash).unwrap();
+        assert_eq!(reader.next_run(&store, u32::MAX).unwrap().concat(), body);
+
+        // An upload such a store left unclaimed, marked the old way.
+        let (abandoned, left) = ([9; 16], large(5));
+        let left_hash = crate::store::Hash::of(&left);
+        let marker = records::UploadMarker { hash: left_hash, chunks: 5, started_ms: 0 };
+        store
+            .transact(|tx| {
+                for (index, chunk) in (0..).zip(left.chunks(content::CHUNK_SIZE)) {
+                    tx.put(Table::Content, &keys::hashed_upload_chunk(&left_hash.0, &abandoned, index), chunk)?;
+                }
+                tx.put(Table::Meta, &keys::upload_marker(&abandoned), &records::encode(&marker))
+            })
+            .unwrap();
+        assert_eq!(store.collect_uploads(std::time::Duration::from_secs(3600)).unwrap(), 1);
+        assert_eq!(content_keys(&store, left_hash), (None, 0));
+        assert_eq!(upload_markers(&store), 0);
+
+        store.delete_space(space.id, None).unwrap();
+        assert_eq!(store.scan_prefix(Table::Content, &hash.0).count(), 0, "freed with its last version");
     }
 
     fn receipts_are_pruned_by_age(engine: Engine) {

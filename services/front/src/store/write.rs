@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use super::Store;
-use super::commit::Commit;
+use super::commit::{Commit, NewContent};
+use super::content::Uploaded;
 use super::receipt::ReceiptPlan;
 use super::records::{Entry, Hash, VersionRecord};
 use crate::error::{Error, Reason, Result};
@@ -26,6 +27,17 @@ pub enum WriteBody {
     Text(String),
     /// Raw bytes of any kind.
     Bytes(Vec<u8>),
+    /// Raw bytes of any kind, staged in the store already (see
+    /// [`super::content::stage`]); only with [`WriteMode::Overwrite`] or
+    /// [`WriteMode::CreateNew`]. The caller releases the upload once the
+    /// write returns.
+    Uploaded { upload: Uploaded, hash: Hash, text: TextMeta },
+}
+
+/// A write's body once it is out of the [`WriteOp`].
+enum Body {
+    Bytes { bytes: Arc<Vec<u8>>, text: bool },
+    Uploaded { upload: Uploaded, hash: Hash, text: TextMeta },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,16 +83,21 @@ impl Store {
     /// when `changed`.
     pub fn write(&self, mut op: WriteOp) -> Result<WriteOutcome> {
         let _guard = self.lock_space(op.space);
-        let text_body = matches!(op.body, WriteBody::Text(_));
-        let body = Arc::new(match std::mem::replace(&mut op.body, WriteBody::Bytes(Vec::new())) {
-            WriteBody::Text(text) => text.into_bytes(),
-            WriteBody::Bytes(bytes) => bytes,
-        });
-        self.replanning(&[op.space], || self.write_once(&op, &body, text_body))
+        let body = match std::mem::replace(&mut op.body, WriteBody::Bytes(Vec::new())) {
+            WriteBody::Text(text) => Body::Bytes { bytes: Arc::new(text.into_bytes()), text: true },
+            WriteBody::Bytes(bytes) => Body::Bytes { bytes: Arc::new(bytes), text: false },
+            WriteBody::Uploaded { upload, hash, text } => {
+                if op.mode == WriteMode::Append {
+                    return Err(Error::internal("staged content cannot be appended"));
+                }
+                Body::Uploaded { upload, hash, text }
+            }
+        };
+        self.replanning(&[op.space], || self.write_once(&op, &body))
     }
 
     /// Plans and applies a write whose body is `body` (`op.body` is not used).
-    fn write_once(&self, op: &WriteOp, body: &Arc<Vec<u8>>, text_body: bool) -> Result<WriteOutcome> {
+    fn write_once(&self, op: &WriteOp, body: &Body) -> Result<WriteOutcome> {
         let path = &op.path;
         if path.is_root() {
             return Err(not_a_file(path));
@@ -115,35 +132,41 @@ impl Store {
             return Ok(outcome);
         }
 
-        let bytes = match (&existing, op.mode) {
-            (Some(entry), WriteMode::Append) if !body.is_empty() => {
-                let previous =
-                    self.version(op.space, entry.node, entry.version)?.ok_or_else(|| missing_version(path))?;
-                if text_body && !previous.text.is_text {
-                    return Err(not_text(path, &previous.text));
-                }
-                let mut bytes = self.content(entry.hash)?;
-                bytes.extend_from_slice(body);
-                Arc::new(bytes)
+        let (content, size, hash, text, limit) = match body {
+            Body::Bytes { bytes, text: text_body } => {
+                let bytes = match (&existing, op.mode) {
+                    (Some(entry), WriteMode::Append) if !bytes.is_empty() => {
+                        let previous =
+                            self.version(op.space, entry.node, entry.version)?.ok_or_else(|| missing_version(path))?;
+                        if *text_body && !previous.text.is_text {
+                            return Err(not_text(path, &previous.text));
+                        }
+                        let mut appended = self.content(entry.hash)?;
+                        appended.extend_from_slice(bytes);
+                        Arc::new(appended)
+                    }
+                    (Some(entry), WriteMode::Append) => Arc::new(self.content(entry.hash)?),
+                    _ => bytes.clone(),
+                };
+                let limits = self.limits();
+                let limit = if *text_body { limits.max_text_bytes } else { limits.max_file_bytes };
+                let (size, hash, text) = (bytes.len() as u64, Hash::of(&bytes), TextMeta::analyze(&bytes));
+                (NewContent::Bytes(bytes), size, hash, text, limit)
             }
-            (Some(entry), WriteMode::Append) => Arc::new(self.content(entry.hash)?),
-            _ => body.clone(),
+            Body::Uploaded { upload, hash, text } => {
+                (NewContent::Uploaded(*upload), upload.size, *hash, *text, self.limits().max_file_bytes)
+            }
         };
-
-        let limits = self.limits();
-        let limit = if text_body { limits.max_text_bytes } else { limits.max_file_bytes };
-        if bytes.len() as u64 > limit {
+        if size > limit {
             return Err(Error::new(
                 Reason::FileTooLarge,
-                format!("{path} would be {} bytes, over the limit of {limit} bytes.", bytes.len()),
+                format!("{path} would be {size} bytes, over the limit of {limit} bytes."),
             )
             .with("path", path)
-            .with("size", bytes.len())
+            .with("size", size)
             .with("limit", limit));
         }
 
-        let hash = Hash::of(&bytes);
-        let text = TextMeta::analyze(&bytes);
         if let Some(entry) = &existing
             && entry.hash == hash
         {
@@ -167,7 +190,7 @@ impl Store {
         commit.ensure_parents(self, path)?;
         let record = VersionRecord {
             hash,
-            size: bytes.len() as u64,
+            size,
             text,
             principal: op.actor.principal.clone(),
             operation: op.operation.to_owned(),
@@ -176,7 +199,7 @@ impl Store {
             idempotency_key: op.actor.idempotency_key.clone(),
             tool_call: op.actor.tool_call.clone(),
         };
-        let entry = commit.put_file(path, existing.as_ref(), record, bytes, false);
+        let entry = commit.put_file(path, existing.as_ref(), record, content, false);
         commit.check_quota(&space)?;
         let outcome = WriteOutcome {
             node: entry.node,

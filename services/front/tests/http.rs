@@ -426,7 +426,7 @@ async fn an_upload_keeps_memory_flat() {
         .scope(async {
             let (front, http, _temp) = front(&[]).await;
             assert_eq!(post(&http, "/api/v1/admin/create_space", &json!({"name": "web"})).0, 200);
-            assert_eq!(put_content(&http, "space=web&path=/warm.bin", &[], 8).0, 201);
+            assert_eq!(put_content(&http, "space=web&path=/warm.bin", &[], 16).0, 201);
             std::fs::write(format!("/proc/{}/clear_refs", front.pid()), "5").unwrap();
             let (resident, _) = memory(front.pid());
             let (status, uploaded) = put_content(&http, "space=web&path=/big.bin", &[], 64);

@@ -321,10 +321,10 @@ async fn upload_streamed(front: &Front, size: usize) -> pb::UploadResponse {
 async fn an_upload_holds_a_bounded_part_of_the_file() {
     support::Engine::Database
         .scope(async {
-            const SIZE: usize = 48 << 20;
+            const SIZE: usize = 64 << 20;
             let front = Front::start().await;
             front.space("s").await;
-            upload_streamed(&front, 8 << 20).await;
+            upload_streamed(&front, 16 << 20).await;
             let pid = front.pid();
             std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
             let (_, before) = memory(pid);

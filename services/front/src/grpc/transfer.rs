@@ -74,7 +74,8 @@ impl Drop for Staged {
 /// Reads the data chunks that follow the header, up to the file limit, and
 /// checks them against the header's hash. Memory does not grow with the
 /// upload: past [`content::UPLOAD_BATCH`] bytes, each batch is staged in
-/// the store as soon as it is whole.
+/// the store as soon as it is whole. The bytes are hashed and classified on
+/// the blocking pool, batch by batch, as they are stored.
 pub(super) async fn receive_data(
     store: &Store,
     stream: &mut tonic::Streaming<pb::UploadChunk>,
@@ -88,13 +89,9 @@ pub(super) async fn receive_data(
                 .ok_or_else(|| Error::invalid_argument("header.hash", "hash must be 64 hex digits of BLAKE3."))?,
         ),
     };
-    let mut fingerprint = (!header.idempotency_key.is_empty()).then(|| {
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(&prost::Message::encode_to_vec(header));
-        hasher
-    });
-    let (mut hasher, mut text) = (blake3::Hasher::new(), TextAnalyzer::default());
+    let mut digest = Digest::new(header);
     let mut size = 0u64;
+    // One batch's buffer, filled and stored over and over.
     let mut pending: Vec<u8> = Vec::new();
     let mut staging = Staging::default();
     while let Some(chunk) = stream.next().await {
@@ -107,18 +104,36 @@ pub(super) async fn receive_data(
                 .with("limit", limit)
                 .field("data"));
         }
-        hasher.update(&bytes);
-        text.update(&bytes);
-        if let Some(fingerprint) = &mut fingerprint {
-            fingerprint.update(&bytes);
-        }
-        pending.extend_from_slice(&bytes);
-        while pending.len() >= content::UPLOAD_BATCH {
-            let rest = pending.split_off(content::UPLOAD_BATCH);
-            let batch = std::mem::replace(&mut pending, rest);
-            staging.put(store, batch).await?;
+        let mut bytes = &bytes[..];
+        while !bytes.is_empty() {
+            let (fill, rest) = bytes.split_at(bytes.len().min(content::UPLOAD_BATCH - pending.len()));
+            pending.extend_from_slice(fill);
+            bytes = rest;
+            if pending.len() == content::UPLOAD_BATCH {
+                (digest, pending) = staging.put(store, pending, digest).await?;
+                pending.clear();
+            }
         }
     }
+    // The rest goes after the batches when there were any; otherwise the
+    // bytes are few, and the write takes them as they are.
+    let pending = match staging.staged {
+        Some(_) if pending.is_empty() => pending,
+        Some(_) => {
+            (digest, _) = staging.put(store, pending, digest).await?;
+            Vec::new()
+        }
+        None => {
+            let digested = store.blocking(move |_| {
+                digest.update(&pending);
+                Ok((digest, pending))
+            });
+            let pending;
+            (digest, pending) = digested.await?;
+            pending
+        }
+    };
+    let Digest { hasher, text, fingerprint } = digest;
     let hash = Hash(*hasher.finalize().as_bytes());
     if let Some(expected) = expected
         && hash != expected
@@ -131,15 +146,40 @@ pub(super) async fn receive_data(
         .with("actualHash", hash.to_hex())
         .field("header.hash"));
     }
-    if staging.staged.is_some() && !pending.is_empty() {
-        staging.put(store, std::mem::take(&mut pending)).await?;
-    }
     let body = match staging.staged {
         None => ReceivedBody::Bytes(pending),
         Some(staged) => ReceivedBody::Staged { staged, size, hash, text: text.finish() },
     };
     let fingerprint = fingerprint.map_or([0; 32], |hasher| *hasher.finalize().as_bytes());
     Ok(Received { body, fingerprint })
+}
+
+/// What an upload's bytes are found to be as they pass: their hash, their
+/// text classification and, for a call with an idempotency key, the
+/// fingerprint of the header and the bytes.
+struct Digest {
+    hasher: blake3::Hasher,
+    text: TextAnalyzer,
+    fingerprint: Option<blake3::Hasher>,
+}
+
+impl Digest {
+    fn new(header: &pb::UploadHeader) -> Self {
+        let fingerprint = (!header.idempotency_key.is_empty()).then(|| {
+            let mut hasher = blake3::Hasher::new();
+            hasher.update(&prost::Message::encode_to_vec(header));
+            hasher
+        });
+        Self { hasher: blake3::Hasher::new(), text: TextAnalyzer::default(), fingerprint }
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        self.hasher.update(bytes);
+        self.text.update(bytes);
+        if let Some(fingerprint) = &mut self.fingerprint {
+            fingerprint.update(bytes);
+        }
+    }
 }
 
 /// The upload an upload's batches go to, staged with the first.
@@ -151,7 +191,9 @@ struct Staging {
 }
 
 impl Staging {
-    async fn put(&mut self, store: &Store, batch: Vec<u8>) -> Result<()> {
+    /// Digests `batch` and stores it as the upload's next chunks, on the
+    /// blocking pool; gives the batch's buffer back.
+    async fn put(&mut self, store: &Store, batch: Vec<u8>, mut digest: Digest) -> Result<(Digest, Vec<u8>)> {
         let (id, released) = match &self.staged {
             Some(staged) => (staged.id, staged.released.clone()),
             None => {
@@ -165,11 +207,13 @@ impl Staging {
         self.next += batch.len().div_ceil(content::CHUNK_SIZE) as u32;
         store
             .blocking(move |store| {
+                digest.update(&batch);
                 let released = released.lock().unwrap_or_else(PoisonError::into_inner);
                 if *released {
                     return Err(Error::internal("the upload was released while a batch of it was on its way"));
                 }
-                content::put_staged(store, id, first, &batch)
+                content::put_staged(store, id, first, &batch)?;
+                Ok((digest, batch))
             })
             .await
     }

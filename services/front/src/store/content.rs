@@ -93,7 +93,11 @@ pub fn add_ref(tx: &mut dyn Tx, hash: Hash, source: Source<'_>) -> Result<()> {
                     bytes.len() as u64
                 }
                 Source::Uploaded(upload) => {
-                    // The upload's chunks become the content's.
+                    // The upload's chunks become the content's, if they are
+                    // all still there: a collected upload lost its marker first.
+                    if tx.get(Table::Meta, &keys::staged_marker(&upload.id))?.is_none() {
+                        return Err(collected());
+                    }
                     let mut record = upload.id.to_vec();
                     record.push(UPLOAD_KEYS_TAG);
                     tx.put(Table::Content, &keys::blob_upload(&hash.0), &record)?;
@@ -163,10 +167,17 @@ pub fn stage(store: &Store) -> Result<UploadId> {
 }
 
 /// Stores `bytes` as chunks of `upload` from chunk `first` on, in one
-/// transaction. Every chunk but an upload's last must be whole.
+/// transaction that also moves the upload's marker to now: the collector
+/// takes only uploads idle for [`UPLOAD_GRACE`], however long they take to
+/// arrive. Every chunk but an upload's last must be whole.
 pub fn put_staged(store: &Store, upload: UploadId, first: u32, bytes: &[u8]) -> Result<()> {
     store.check_room(bytes.len() as u64, 0)?;
+    let marker = encode(&now_ms());
     store.transact(|tx| {
+        if tx.get(Table::Meta, &keys::staged_marker(&upload))?.is_none() {
+            return Err(collected());
+        }
+        tx.put(Table::Meta, &keys::staged_marker(&upload), &marker)?;
         for (index, chunk) in (first..).zip(bytes.chunks(CHUNK_SIZE)) {
             tx.put(Table::Content, &keys::upload_chunk(&upload, index), chunk)?;
         }
@@ -192,13 +203,24 @@ pub fn upload(store: &Store, bytes: &[u8]) -> Result<Uploaded> {
 /// over, whatever the outcome, or by the collector when no commit can
 /// claim it any more.
 pub fn release_upload(store: &Store, upload: UploadId) -> Result<()> {
-    if store.get(Table::Meta, &keys::staged_marker(&upload))?.is_none() {
+    // The marker first, in one transaction with the check: from then on no
+    // commit can claim the upload and no batch can be added to it. A crash
+    // before the chunks go leaves them unreachable, never a claim of
+    // chunks that are gone.
+    let mut released = false;
+    store.transact(|tx| {
+        released = tx.get(Table::Meta, &keys::staged_marker(&upload))?.is_some();
+        if released {
+            tx.delete(Table::Meta, &keys::staged_marker(&upload))?;
+        }
+        Ok(())
+    })?;
+    if !released {
         return Ok(());
     }
     let chunks = store.scan_prefix(Table::Content, &keys::upload_chunks(&upload)).map(|item| item.map(|(key, _)| key));
     let chunks: Vec<Bytes> = chunks.collect::<Result<_>>()?;
-    store.remove_all(Table::Content, chunks)?;
-    store.transact(|tx| tx.delete(Table::Meta, &keys::staged_marker(&upload)))
+    store.remove_all(Table::Content, chunks).map(drop)
 }
 
 /// [`release_upload`], logging a failure: the collector gets it later.
@@ -378,6 +400,12 @@ impl ChunkReader {
     pub fn size(&self) -> u64 {
         self.size
     }
+}
+
+/// An upload the collector took before it was complete or claimed: it was
+/// idle for [`UPLOAD_GRACE`], far longer than any call may take.
+fn collected() -> Error {
+    Error::internal("the upload was idle past its grace and collected; send it again")
 }
 
 fn damaged(hash: Hash) -> Error {

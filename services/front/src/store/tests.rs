@@ -760,6 +760,37 @@ on_both_engines! {
         assert_eq!(upload_markers(&store), 0);
         assert_eq!(content_keys(&store, outcome.hash), (Some(first.id), chunks));
 
+        // Each batch moves the upload's marker to now: an upload that keeps
+        // arriving is not collected, however long ago it started.
+        let slow = content::stage(&store).unwrap();
+        let marker_key = keys::staged_marker(&slow);
+        let hours_ago = records::encode(&(records::now_ms() - 2 * 3600 * 1000));
+        store.transact(|tx| tx.put(Table::Meta, &marker_key, &hours_ago)).unwrap();
+        content::put_staged(&store, slow, 0, &body[..content::UPLOAD_BATCH]).unwrap();
+        assert_eq!(store.collect_uploads(std::time::Duration::from_secs(3600)).unwrap(), 0);
+        // One that was collected takes no more batches and cannot be claimed.
+        assert_eq!(store.collect_uploads(std::time::Duration::ZERO).unwrap(), 1);
+        assert_eq!(upload_chunks(&store, slow), 0);
+        let more = content::put_staged(&store, slow, 16, &body[content::UPLOAD_BATCH..2 * content::UPLOAD_BATCH]);
+        assert_eq!(more.unwrap_err().reason, Reason::Internal);
+        let size = 2 * content::UPLOAD_BATCH as u64;
+        let claim = store.write(WriteOp {
+            space: space.id,
+            path: path("/slow.bin"),
+            body: WriteBody::Uploaded {
+                upload: content::Uploaded { id: slow, size },
+                hash: crate::store::Hash::of(&body[..size as usize]),
+                text: crate::text::TextMeta::analyze(&body[..size as usize]),
+            },
+            mode: WriteMode::Overwrite,
+            expected_version: None,
+            operation: "upload",
+            actor: Actor::default(),
+            receipt: None,
+        });
+        assert_eq!(claim.unwrap_err().reason, Reason::Internal);
+        assert_eq!(upload_chunks(&store, slow), 0);
+
         store.delete_space(space.id, None).unwrap();
         assert_eq!(content_keys(&store, outcome.hash), (None, 0), "freed with its last version");
         assert_eq!(upload_chunks(&store, first.id), 0);

@@ -50,6 +50,7 @@ pub struct Options {
     #[arg(long, env = "AGENTVFS_DRAIN_SECONDS")]
     pub drain_seconds: Option<u64>,
     /// Address to serve Prometheus metrics on (`/metrics`); none by default.
+    /// The log says the port bound (`metrics listening on ADDR`), for `:0`.
     #[arg(long, env = "AGENTVFS_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
     /// `plain` or `json` logs on stderr.

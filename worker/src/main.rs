@@ -29,11 +29,16 @@ fn main() -> ExitCode {
             Ok(shutdown) => shutdown,
             Err(error) => return fail(1, &format!("cannot catch signals: {error}")),
         };
+        // Bound before `listening on` is printed, like the front's.
+        let metrics = match agentvfs_process::bind("metrics", config.metrics_listen).await {
+            Ok(listener) => listener,
+            Err(error) => return fail(1, &error),
+        };
         let listener = match agentvfs_process::listen(config.listen).await {
             Ok(listener) => listener,
             Err(error) => return fail(1, &error),
         };
-        match server::serve(&config, listener, shutdown).await {
+        match server::serve(&config, listener, metrics, shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => fail(1, &error),
         }

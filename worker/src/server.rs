@@ -1,4 +1,4 @@
-//! Serving the worker: `serve(config, listener, shutdown)`.
+//! Serving the worker: `serve(config, listener, metrics, shutdown)`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -83,6 +83,7 @@ async fn follow_credentials(fetcher: Fetcher, health: HealthReporter) {
 pub async fn serve(
     config: &Config,
     listener: TcpListener,
+    metrics: Option<TcpListener>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     std::fs::create_dir_all(&config.index_dir)
@@ -115,12 +116,13 @@ pub async fn serve(
         }
     }
     let fetcher = Fetcher::new(front, cache.clone(), config.token.clone(), config.verify_content);
-    if let Some(address) = config.metrics_listen {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
-            .with_http_listener(address)
-            .install()
-            .map_err(|e| ServeError::Metrics(format!("cannot serve metrics on {address}: {e}")))?;
-    }
+    let endpoint = match metrics {
+        Some(listener) => {
+            let recorder = metrics_exporter_prometheus::PrometheusBuilder::new();
+            Some(tokio::spawn(agentvfs_process::metrics::serve(recorder, listener).map_err(ServeError::Metrics)?))
+        }
+        None => None,
+    };
     let sampler = tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
         loop {
@@ -184,6 +186,9 @@ pub async fn serve(
     let _ = readiness.await;
     health.set_not_serving::<WorkerServer<WorkerService>>().await;
     sampler.abort();
+    if let Some(endpoint) = endpoint {
+        endpoint.abort();
+    }
     let _ = stop.send(());
     match tokio::time::timeout(config.drain, server).await {
         Ok(Ok(result)) => result?,

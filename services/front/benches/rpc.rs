@@ -158,6 +158,8 @@ fn bearer(mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::
 struct Front {
     child: Child,
     addr: String,
+    /// Where it serves HTTP, when started with `--http-listen`.
+    http: Option<String>,
     access: Access,
     _temp: tempfile::TempDir,
 }
@@ -191,7 +193,21 @@ impl Front {
                 command.arg("--tokens").arg(tokens);
             }
         }
-        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("spawn agentvfs-front");
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn agentvfs-front");
+        // The front logs where it serves HTTP (`HTTP listening on ADDR`)
+        // before it prints its gRPC address.
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+        let http = extra_args.contains(&"--http-listen").then(|| {
+            let mut line = String::new();
+            loop {
+                line.clear();
+                assert!(stderr.read_line(&mut line).expect("read stderr") > 0, "the front never served HTTP");
+                if let Some((_, address)) = line.split_once("HTTP listening on ") {
+                    break address.trim().to_owned();
+                }
+            }
+        });
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
         let mut line = String::new();
         stdout.read_line(&mut line).expect("read first stdout line");
@@ -202,7 +218,7 @@ impl Front {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_owned();
-        let front = Front { child, addr, access, _temp: temp };
+        let front = Front { child, addr, http, access, _temp: temp };
         front.wait_serving().await;
         front
     }
@@ -636,8 +652,8 @@ impl Http {
 /// HTTP/1.1 (one keep-alive connection per caller) and over HTTP/2 (as
 /// many connections as gRPC uses), on one front.
 async fn bench_http() -> Value {
-    let http_addr = free_address();
-    let front = Front::start_with("group", Access::Dev, &["--http-listen", &http_addr]).await;
+    let front = Front::start_with("group", Access::Dev, &["--http-listen", "127.0.0.1:0"]).await;
+    let http_addr = front.http.clone().expect("an HTTP address");
     front.create_space().await;
     let channels = front.channels(READ_CONCURRENCY.min(MAX_CHANNELS)).await;
     write_read_file(&channels[0]).await;
@@ -689,8 +705,8 @@ const MCP_CALLS: usize = 500;
 /// on one front.
 async fn bench_mcp() -> Value {
     use rmcp::ServiceExt as _;
-    let http_addr = free_address();
-    let front = Front::start_with("group", Access::Dev, &["--http-listen", &http_addr]).await;
+    let front = Front::start_with("group", Access::Dev, &["--http-listen", "127.0.0.1:0"]).await;
+    let http_addr = front.http.clone().expect("an HTTP address");
     front.create_space().await;
     write_read_file(&front.channels(1).await[0]).await;
 
@@ -730,13 +746,6 @@ async fn mcp_reads(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>)
         assert_eq!(result.is_error, Some(false), "the read tool failed: {result:?}");
     }
     Sequential::new(samples)
-}
-
-/// A loopback address whose port is free now, for `--http-listen` (the
-/// front prints only its gRPC address).
-fn free_address() -> String {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    probe.local_addr().expect("address").to_string()
 }
 
 /// The `agentvfs` command line beside the front under test, built first so

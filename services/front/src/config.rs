@@ -120,12 +120,14 @@ pub struct Options {
     #[arg(long, env = "AGENTVFS_GREP_MAX_BYTES")]
     pub grep_max_bytes: Option<u64>,
     /// Address to serve Prometheus metrics on (`/metrics`); none by default.
+    /// The log says the port bound (`metrics listening on ADDR`), for `:0`.
     #[arg(long, env = "AGENTVFS_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
     /// Address to serve HTTP on: `POST /api/v1/fs/{rpc}` and
     /// `/api/v1/admin/{rpc}` in proto3 JSON, file content raw at
     /// `/api/v1/fs/content`, Watch as Server-Sent Events, MCP at `/mcp` and
-    /// `GET /openapi.json`; none by default.
+    /// `GET /openapi.json`; none by default. The log says the port bound
+    /// (`HTTP listening on ADDR`), for `:0`.
     #[arg(long, env = "AGENTVFS_HTTP_LISTEN")]
     pub http_listen: Option<SocketAddr>,
     /// Browser origins that may call `/mcp`, comma-separated, each with a

@@ -69,18 +69,19 @@ fn main() -> ExitCode {
         };
         // Bound before `listening on` is printed, which says the front is
         // reachable on every address it was given.
-        let http = match config.http_listen {
-            Some(address) => match tokio::net::TcpListener::bind(address).await {
-                Ok(listener) => Some(listener),
-                Err(error) => return fail(1, &format!("cannot serve HTTP on {address}: {error}")),
-            },
-            None => None,
+        let http = match agentvfs_process::bind("HTTP", config.http_listen).await {
+            Ok(listener) => listener,
+            Err(error) => return fail(1, &error),
+        };
+        let metrics = match agentvfs_process::bind("metrics", config.metrics_listen).await {
+            Ok(listener) => listener,
+            Err(error) => return fail(1, &error),
         };
         let listener = match agentvfs_process::listen(config.listen).await {
             Ok(listener) => listener,
             Err(error) => return fail(1, &error),
         };
-        match server::serve(&config, store, auth, server::Listeners { grpc: listener, http }, shutdown).await {
+        match server::serve(&config, store, auth, server::Listeners { grpc: listener, http, metrics }, shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => fail(1, &error),
         }

@@ -3,7 +3,6 @@
 //! queue and the index outbox.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -19,14 +18,11 @@ use crate::indexer::Progress;
 use crate::store::Store;
 use crate::workers::Workers;
 
-/// Serves `/metrics` on `address`. Call from within the runtime.
-pub fn install(address: SocketAddr) -> Result<(), String> {
+/// The front's recorder: histograms with buckets from 0.5 ms to 10 s.
+pub fn recorder() -> Result<PrometheusBuilder, String> {
     PrometheusBuilder::new()
-        .with_http_listener(address)
         .set_buckets(&[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
-        .map_err(|e| format!("metrics buckets: {e}"))?
-        .install()
-        .map_err(|e| format!("cannot serve metrics on {address}: {e}"))
+        .map_err(|e| format!("metrics buckets: {e}"))
 }
 
 /// Samples gauges every few seconds until the task is dropped.

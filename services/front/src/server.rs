@@ -42,6 +42,8 @@ pub enum ServeError {
 pub struct Listeners {
     pub grpc: TcpListener,
     pub http: Option<TcpListener>,
+    /// Where `/metrics` is served, when it is.
+    pub metrics: Option<TcpListener>,
 }
 
 /// Serves until `shutdown` resolves, then drains: health turns NOT_SERVING,
@@ -54,11 +56,16 @@ pub async fn serve(
     listeners: Listeners,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
-    let Listeners { grpc: listener, http: http_listener } = listeners;
+    let Listeners { grpc: listener, http: http_listener, metrics } = listeners;
     // First, so that nothing recorded while starting up is lost.
-    if let Some(address) = config.metrics_listen {
-        crate::metrics::install(address).map_err(ServeError::Config)?;
-    }
+    let metrics = match metrics {
+        Some(listener) => Some(
+            crate::metrics::recorder()
+                .and_then(|recorder| agentvfs_process::metrics::serve(recorder, listener))
+                .map_err(ServeError::Config)?,
+        ),
+        None => None,
+    };
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_not_serving::<FileSystemServer<Services>>().await;
     health.set_not_serving::<AdminServer<Services>>().await;
@@ -69,6 +76,9 @@ pub async fn serve(
     // Every background task is owned here and stopped before the store
     // closes: none can touch the store afterwards.
     let mut background = tokio::task::JoinSet::new();
+    if let Some(metrics) = metrics {
+        background.spawn(metrics);
+    }
     if let Some(discovery) = crate::discovery::start(config.workers.clone(), config.worker_refresh, workers.clone()) {
         background.spawn(discovery);
     }

@@ -20,7 +20,7 @@ use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
 use tonic::transport::Channel;
 
-use support::{Front, Worker, free_port, sample, scrape, with_front_port, worker_binary, write_text};
+use support::{Front, Worker, sample, scrape, with_front_port, worker_binary, write_text};
 
 const NAME: &str = "workers.agentvfs.test";
 
@@ -54,9 +54,10 @@ fn front_in_namespace(dir: &Path, hosts: &Path) -> PathBuf {
 /// A worker serving metrics on a port of its own; returns it and its
 /// metrics endpoint.
 async fn start_worker(front: &str, listen: &str, dir: &Path) -> (Worker, String) {
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let env = [("AGENTVFS_METRICS_LISTEN", metrics.as_str())];
-    (Worker::start_binary(&worker_binary(), front, listen, dir, &env).await, metrics)
+    let env = [("AGENTVFS_METRICS_LISTEN", "127.0.0.1:0")];
+    let worker = Worker::start_binary(&worker_binary(), front, listen, dir, &env).await;
+    let metrics = worker.metrics();
+    (worker, metrics)
 }
 
 fn grep_jobs(metrics: &str) -> f64 {
@@ -91,16 +92,16 @@ async fn workers_behind_a_name_join_and_leave_as_the_name_resolves() {
     let hosts = temp.path().join("hosts");
     resolve_to(&hosts, &["127.0.0.2"]);
     let binary = front_in_namespace(temp.path(), &hosts);
-    let front_metrics = format!("127.0.0.1:{}", free_port());
     let (front, front_addr, mut a, a_metrics, port) = with_front_port(async |front_addr| {
         let (a, a_metrics) = start_worker(front_addr, "127.0.0.2:0", &temp.path().join("a")).await;
         let port = a.addr.rsplit_once(':').unwrap().1.to_owned();
         let target = format!("{NAME}:{port}");
-        let args = ["--worker", &target, "--worker-refresh-seconds", "1", "--metrics-listen", &front_metrics];
+        let args = ["--worker", &target, "--worker-refresh-seconds", "1", "--metrics-listen", "127.0.0.1:0"];
         let front = Front::try_start_binary_at(&binary, front_addr, &args, &[]).await?;
         Some((front, front_addr.to_owned(), a, a_metrics, port))
     })
     .await;
+    let front_metrics = front.metrics();
     front.space("d").await;
     let mut fs = front.fs().await;
     for n in 0..30 {

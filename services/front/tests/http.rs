@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use agentvfs_proto::v1 as pb;
 use serde_json::{Value, json};
 use support::http::{exchange, parse_response};
-use support::{Front, free_port, front_with_http as front};
+use support::{Front, front_with_http as front};
 
 /// Sends only the headers of a `length`-byte JSON body, with `Expect:
 /// 100-continue`, as curl does for large bodies; returns the answer that
@@ -493,11 +493,11 @@ fn stable_text(text: &str) -> String {
 #[tokio::test]
 async fn every_unary_route_answers_as_recorded() {
     let (_front, _worker, http, _temp) = support::with_front_port(async |front_addr| {
-        let http = format!("127.0.0.1:{}", free_port());
         let temp = tempfile::tempdir().unwrap();
         let worker = support::Worker::start(front_addr, "127.0.0.1:0", &temp.path().join("index")).await;
-        let args = ["--http-listen", &http, "--worker", &worker.addr];
+        let args = ["--http-listen", "127.0.0.1:0", "--worker", &worker.addr];
         let front = Front::try_start_at_with(front_addr, &temp.path().join("data"), &args).await?;
+        let http = front.http();
         Some((front, worker, http, temp))
     })
     .await;

@@ -13,7 +13,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt as _};
 use serde_json::{Value, json};
-use support::{Bearer, Front, Worker, free_port};
+use support::{Bearer, Front, Worker};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
@@ -49,11 +49,11 @@ impl Service {
             let credentials = [("AGENTVFS_TOKEN", ADMIN)];
             let worker =
                 Worker::start_binary(&support::worker_binary(), front_addr, "127.0.0.1:0", &index, &credentials).await;
-            let http = format!("127.0.0.1:{}", free_port());
-            let mut args = vec!["--worker", worker.addr.as_str(), "--http-listen", &http];
+            let mut args = vec!["--worker", worker.addr.as_str(), "--http-listen", "127.0.0.1:0"];
             args.extend_from_slice(&["--tokens", tokens.to_str().unwrap()]);
             args.extend_from_slice(extra);
             let front = Front::try_start_at_with(front_addr, &temp.path().join("data"), &args).await?;
+            let http = front.http();
             Some((front, worker, http))
         })
         .await;

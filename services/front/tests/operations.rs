@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use agentvfs_proto::v1 as pb;
 
-use support::{Front, failpoint_binaries, free_port, read, reason, sample, scrape, write_text};
+use support::{Front, failpoint_binaries, read, reason, sample, scrape, write_text};
 
 #[tokio::test]
 async fn rpc_metrics_count_calls_by_method_and_code() {
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let front = Front::start_with(&["--metrics-listen", &metrics]).await;
+    let front = Front::start_with(&["--metrics-listen", "127.0.0.1:0"]).await;
+    let metrics = front.metrics();
     front.space("s").await;
     let mut fs = front.fs().await;
     fs.write(write_text("s", "/a.txt", "a")).await.unwrap();
@@ -232,8 +232,8 @@ fn open_fds(pid: u32) -> usize {
 
 #[tokio::test]
 async fn a_client_that_vanishes_mid_stream_frees_what_its_calls_held() {
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let front = Front::start_with(&["--metrics-listen", &metrics]).await;
+    let front = Front::start_with(&["--metrics-listen", "127.0.0.1:0"]).await;
+    let metrics = front.metrics();
     front.space("s").await;
     let in_flight = |body: &str| sample(body, &["agentvfs_rpc_in_flight"]).unwrap_or(0.0);
     let (fds_before, calls_before) = (open_fds(front.pid()), in_flight(&scrape(&metrics)));

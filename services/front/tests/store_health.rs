@@ -16,7 +16,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use agentvfs_testdb::Cluster;
-use support::{Front, assert_error, failpoint_binaries, free_port, metadata, read, write_text};
+use support::{Front, assert_error, failpoint_binaries, metadata, read, write_text};
 use tonic::Code;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -98,10 +98,10 @@ async fn a_failed_flush_fails_later_writes_fast_and_has_the_front_restarted() {
 async fn a_database_that_goes_away_takes_files_out_of_service_until_it_answers_again() {
     let cluster = Cluster::start();
     let url = cluster.create_database();
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let args = ["--database-url", &url, "--database-connect-timeout-seconds", "1", "--metrics-listen", &metrics];
+    let args = ["--database-url", &url, "--database-connect-timeout-seconds", "1", "--metrics-listen", "127.0.0.1:0"];
     let (binary, _) = failpoint_binaries();
     let front = Front::start_binary(&binary, &args, &[]).await;
+    let metrics = front.metrics();
     front.space("s").await;
     let mut fs = front.fs().await;
     fs.write(write_text("s", "/before.txt", "written before\n")).await.unwrap();

@@ -6,7 +6,9 @@
 //!   so a signal sent as soon as the line appears drains instead of killing
 //!   ([`Shutdown`]);
 //! - exactly one line on stdout, `listening on <ADDR>`, once the listener is
-//!   bound ([`listen`]);
+//!   bound ([`listen`]); any other listener (metrics, HTTP) is logged as
+//!   `<service> listening on <ADDR>` on stderr ([`bind`]), and `/metrics`
+//!   is served from one ([`metrics::serve`]);
 //! - a failure to start is one line on stderr and a non-zero exit ([`fail`]);
 //! - with the `failpoints` feature, the fault points named in `FAILPOINTS`
 //!   are armed ([`arm_failpoints`]).
@@ -39,6 +41,8 @@ use std::task::{Context, Poll};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
+pub mod metrics;
+
 /// Logs on stderr, filtered by `AGENTVFS_LOG` (default `info`); `json`
 /// writes one JSON object per line.
 pub fn init_logging(json: bool) {
@@ -60,6 +64,19 @@ pub async fn listen(address: SocketAddr) -> Result<TcpListener, String> {
     println!("listening on {bound}");
     let _ = std::io::stdout().flush();
     Ok(listener)
+}
+
+/// Binds `address`, when there is one, for another service of the process
+/// than its gRPC one (`metrics`, `HTTP`) and logs `<service> listening on
+/// <ADDR>`: the port actually bound, for `:0`. stdout keeps its one line;
+/// this one goes with the logs, on stderr.
+pub async fn bind(service: &str, address: Option<SocketAddr>) -> Result<Option<TcpListener>, String> {
+    let Some(address) = address else { return Ok(None) };
+    let listener =
+        TcpListener::bind(address).await.map_err(|error| format!("cannot serve {service} on {address}: {error}"))?;
+    let bound = listener.local_addr().map_or_else(|_| address.to_string(), |a| a.to_string());
+    tracing::info!("{service} listening on {bound}");
+    Ok(Some(listener))
 }
 
 /// Prints `<program>: <error>` on stderr and returns exit status `code`.

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use agentvfs_proto::v1 as pb;
@@ -102,6 +102,7 @@ pub fn failpoint_binaries() -> (PathBuf, PathBuf) {
 pub struct Worker {
     child: Child,
     pub addr: String,
+    announced: Announced,
     front: String,
     index_dir: PathBuf,
     binary: PathBuf,
@@ -126,11 +127,24 @@ impl Worker {
             .arg(index_dir)
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn agentvfs-worker");
+        let announced = Announced::follow(child.stderr.take().expect("stderr"));
         let addr = listening(&mut child).await.expect("the worker exited before it listened");
-        Worker { child, addr, front: front.to_owned(), index_dir: index_dir.to_owned(), binary: binary.to_owned() }
+        Worker {
+            child,
+            addr,
+            announced,
+            front: front.to_owned(),
+            index_dir: index_dir.to_owned(),
+            binary: binary.to_owned(),
+        }
+    }
+
+    /// Where it serves `/metrics` (started with `AGENTVFS_METRICS_LISTEN`).
+    pub fn metrics(&self) -> String {
+        self.announced.address("metrics")
     }
 
     /// Starts it again on the same address with extra environment variables.
@@ -221,11 +235,10 @@ pub async fn with_front_port<T>(mut start: impl AsyncFnMut(&str) -> Option<T>) -
     panic!("the front exited before it listened, {PORT_ATTEMPTS} times");
 }
 
-/// A free loopback port (bound, then released): for an address a process
-/// must be told before it starts (a front's, for its workers; a metrics
-/// endpoint's, which the process does not print); anything else listens on
-/// port 0.
-pub fn free_port() -> u16 {
+/// A free loopback port (bound, then released): for the address a front's
+/// workers must be told before it starts (see [`with_front_port`]);
+/// anything else listens on port 0.
+fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
@@ -280,6 +293,42 @@ impl Stack {
     }
 }
 
+/// The addresses a process logs for its listeners besides the gRPC one
+/// (`metrics listening on ADDR`, `HTTP listening on ADDR`, on stderr), read
+/// by a thread of their own; the rest of its log is dropped.
+#[derive(Debug, Clone, Default)]
+struct Announced(Arc<Mutex<HashMap<String, String>>>);
+
+impl Announced {
+    fn follow(stderr: ChildStderr) -> Announced {
+        let announced = Announced::default();
+        let found = announced.0.clone();
+        // Ends with the process, which closes the pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let Some((before, after)) = line.split_once(" listening on ") else { continue };
+                // Plain or JSON logs: the word before, the token after.
+                let service = before.rsplit([' ', '"']).next().unwrap_or_default();
+                let address = after.split([' ', '"']).next().unwrap_or_default();
+                found.lock().unwrap().insert(service.to_owned(), address.to_owned());
+            }
+        });
+        announced
+    }
+
+    /// The address `service` listens on, once the process has said it.
+    fn address(&self, service: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(address) = self.0.lock().unwrap().get(service) {
+                return address.clone();
+            }
+            assert!(Instant::now() < deadline, "the process never said where {service} listens");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
 /// The address a server prints once it listens (`listening on ADDR`, its
 /// only line on stdout); `None` when it exits first.
 async fn listening(child: &mut Child) -> Option<String> {
@@ -297,24 +346,21 @@ async fn listening(child: &mut Child) -> Option<String> {
 }
 
 /// A front serving HTTP too, with `args`: the front, its HTTP address and
-/// its directory. The HTTP port is picked in advance (the process prints
-/// only its gRPC address).
+/// its directory.
 pub async fn front_with_http(args: &[&str]) -> (Front, String, tempfile::TempDir) {
-    with_front_port(async |_| {
-        let http = format!("127.0.0.1:{}", free_port());
-        let temp = tempfile::tempdir().unwrap();
-        let mut all = vec!["--http-listen", &http];
-        all.extend_from_slice(args);
-        let front = Front::try_start_at_with("127.0.0.1:0", temp.path(), &all).await?;
-        Some((front, http, temp))
-    })
-    .await
+    let temp = tempfile::tempdir().unwrap();
+    let mut all = vec!["--http-listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    let front = Front::start_at_with("127.0.0.1:0", temp.path(), &all).await;
+    let http = front.http();
+    (front, http, temp)
 }
 
 /// A running front process; killed on drop.
 pub struct Front {
     child: Child,
     pub addr: String,
+    announced: Announced,
     pub data_dir: PathBuf,
     extra_args: Vec<String>,
     binary: PathBuf,
@@ -413,7 +459,7 @@ impl Front {
             .args(&extra_args)
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(Stdio::piped());
         if !extra_args.iter().any(|a| a == "--tokens") {
             command.arg("--dev");
         }
@@ -422,9 +468,17 @@ impl Front {
             command.args(["--rate-limit", "0"]);
         }
         let mut child = command.spawn().expect("spawn agentvfs-front");
+        let announced = Announced::follow(child.stderr.take().expect("stderr"));
         let addr = listening(&mut child).await?;
-        let front =
-            Front { child, addr, data_dir: data_dir.to_owned(), extra_args, binary: binary.to_owned(), _temp: None };
+        let front = Front {
+            child,
+            addr,
+            announced,
+            data_dir: data_dir.to_owned(),
+            extra_args,
+            binary: binary.to_owned(),
+            _temp: None,
+        };
         front.wait_serving().await;
         Some(front)
     }
@@ -444,6 +498,16 @@ impl Front {
             assert!(Instant::now() < deadline, "front did not become healthy");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Where it serves `/metrics` (started with `--metrics-listen`).
+    pub fn metrics(&self) -> String {
+        self.announced.address("metrics")
+    }
+
+    /// Where it serves HTTP (started with `--http-listen`).
+    pub fn http(&self) -> String {
+        self.announced.address("HTTP")
     }
 
     pub async fn channel(&self) -> Channel {

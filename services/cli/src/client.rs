@@ -17,11 +17,13 @@ const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 pub type Service = InterceptedService<Channel, Metadata>;
 
-/// Adds `authorization` and `x-agentvfs-session` to each request.
+/// Adds `authorization`, `x-agentvfs-session` and `x-agentvfs-tool-call`
+/// to each request.
 #[derive(Debug, Clone, Default)]
 pub struct Metadata {
     authorization: Option<MetadataValue<Ascii>>,
     session: Option<MetadataValue<Ascii>>,
+    tool_call: Option<MetadataValue<Ascii>>,
 }
 
 impl Interceptor for Metadata {
@@ -31,6 +33,9 @@ impl Interceptor for Metadata {
         }
         if let Some(value) = &self.session {
             request.metadata_mut().insert("x-agentvfs-session", value.clone());
+        }
+        if let Some(value) = &self.tool_call {
+            request.metadata_mut().insert("x-agentvfs-tool-call", value.clone());
         }
         Ok(request)
     }
@@ -46,7 +51,17 @@ impl Client {
     /// Connects lazily, so that an unreachable front surfaces as the first
     /// call's `UNAVAILABLE` status (exit 6) like any other retryable failure.
     pub fn new(addr: &str, token: Option<&str>, session: Option<&str>) -> Result<Client, CliError> {
-        let service = service(addr, token, session)?;
+        Self::with_tool_call(addr, token, session, None)
+    }
+
+    /// [`Client::new`], with every call made on behalf of `tool_call`.
+    pub fn with_tool_call(
+        addr: &str,
+        token: Option<&str>,
+        session: Option<&str>,
+        tool_call: Option<&str>,
+    ) -> Result<Client, CliError> {
+        let service = service_with(addr, token, session, tool_call)?;
         let fs = FileSystemClient::new(service.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -60,12 +75,22 @@ impl Client {
 /// A lazily connected channel to the front at `addr` that adds the token
 /// and session to each request.
 pub fn service(addr: &str, token: Option<&str>, session: Option<&str>) -> Result<Service, CliError> {
+    service_with(addr, token, session, None)
+}
+
+fn service_with(
+    addr: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    tool_call: Option<&str>,
+) -> Result<Service, CliError> {
     let uri = if addr.contains("://") { addr.to_owned() } else { format!("http://{addr}") };
     let endpoint =
         Endpoint::from_shared(uri).map_err(|error| CliError::Usage(format!("bad --addr {addr:?}: {error}")))?;
     let metadata = Metadata {
         authorization: token.map(|token| ascii(&format!("Bearer {token}"), "--token")).transpose()?,
         session: session.map(|session| ascii(session, "--session")).transpose()?,
+        tool_call: tool_call.map(|id| ascii(id, "--tool-call")).transpose()?,
     };
     Ok(InterceptedService::new(endpoint.connect_lazy(), metadata))
 }

@@ -63,6 +63,7 @@ mod client;
 mod commands;
 mod errors;
 mod mcp;
+mod mount;
 mod output;
 mod sync;
 mod up;
@@ -155,6 +156,8 @@ enum Command {
     PushFolder(sync::PushArgs),
     /// Serve the agent tools over the Model Context Protocol on stdin/stdout.
     Mcp,
+    /// Mount a space's folder on a local directory (FUSE) until Ctrl-C.
+    Mount(mount::MountArgs),
 }
 
 fn main() -> ExitCode {
@@ -175,6 +178,16 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 error.report(json, "mcp");
+                ExitCode::from(error.exit_code())
+            }
+        };
+    }
+    if let Command::Mount(args) = cli.command {
+        let Global { addr, token, space, session, json } = cli.global;
+        return match runtime.block_on(mount::run(&addr, token.as_deref(), &space, session.as_deref(), args)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                error.report(json, "mount");
                 ExitCode::from(error.exit_code())
             }
         };
@@ -217,6 +230,7 @@ impl Command {
             Command::PullFolder(_) => "pull-folder",
             Command::PushFolder(_) => "push-folder",
             Command::Mcp => "mcp",
+            Command::Mount(_) => "mount",
         }
     }
 }
@@ -227,7 +241,7 @@ async fn client_command(global: Global, command: Command) -> Result<(), CliError
     let mut ctx = Context { client, space: global.space, session, out: Output::new(global.json)? };
     let ctx = &mut ctx;
     match command {
-        Command::Up(_) | Command::Mcp => Ok(()),
+        Command::Up(_) | Command::Mcp | Command::Mount(_) => Ok(()),
         Command::Ls(args) => files::ls(ctx, args).await,
         Command::Read(args) => files::read(ctx, args).await,
         Command::ReadMany(args) => files::read_many(ctx, args).await,

@@ -1,0 +1,894 @@
+//! The mounted folder as the kernel sees it: inodes for the paths it has
+//! looked up, folder listings cached briefly (and dropped at once when a
+//! change comes through the mount or `Watch` reports one), open files
+//! buffered locally and saved as one version when closed or fsynced.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use agentvfs_proto::v1 as pb;
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner, OpenAccMode,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+};
+
+use super::content::ContentCache;
+use super::remote::{Child, Failure, Remote};
+
+/// How long the kernel may keep an attribute or a name, and how long a
+/// listing is reused: changes made elsewhere show within about this long.
+const TTL: Duration = Duration::from_secs(1);
+
+/// Who owns every file of the mount, and how it may be changed.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub read_only: bool,
+    pub cache_bytes: usize,
+    /// Where a draft goes when its save conflicts with a change made elsewhere.
+    pub recovery: PathBuf,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// The mounted folder (see the module docs).
+#[derive(Debug)]
+pub struct MountFs {
+    remote: Remote,
+    options: Options,
+    shared: Arc<Shared>,
+    content: Mutex<ContentCache>,
+    /// The mounted folder's time (the service keeps none for folders).
+    mounted: SystemTime,
+}
+
+/// What the FUSE threads and the `Watch` follower share.
+#[derive(Debug)]
+pub struct Shared {
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    /// Inode number ↔ space path, for every path the kernel was told of.
+    paths: HashMap<u64, String>,
+    inodes: HashMap<String, u64>,
+    next_inode: u64,
+    /// Listings by folder path.
+    listings: HashMap<String, Listing>,
+    files: HashMap<u64, Arc<Mutex<OpenFile>>>,
+    /// Open folders: what each listed when it was opened.
+    folders: HashMap<u64, Arc<Vec<DirEntry>>>,
+    next_handle: u64,
+    /// Inodes whose file was removed while open: closing them saves nothing.
+    removed: HashSet<u64>,
+}
+
+/// One entry of an open folder: inode, kind, name.
+type DirEntry = (u64, FileType, String);
+
+#[derive(Debug)]
+struct Listing {
+    fetched: Instant,
+    children: Arc<Vec<Child>>,
+}
+
+/// A file opened through the mount.
+#[derive(Debug)]
+struct OpenFile {
+    inode: u64,
+    /// The version seen at open, which a save must still find (0: a new file).
+    version: u64,
+    hash: String,
+    size: u64,
+    modified: SystemTime,
+    /// The whole file, once it is written to (or opened to be written).
+    buffer: Option<Vec<u8>>,
+    /// Changed since the last save.
+    dirty: bool,
+    /// Opened to be written.
+    writing: bool,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `parent/name` in the space.
+fn join(parent: &str, name: &str) -> String {
+    if parent == "/" { format!("/{name}") } else { format!("{parent}/{name}") }
+}
+
+/// The folder and the name of `path`.
+fn split(path: &str) -> (&str, &str) {
+    match path.rsplit_once('/') {
+        Some(("", name)) => ("/", name),
+        Some((parent, name)) => (parent, name),
+        None => ("/", path),
+    }
+}
+
+fn name_of(name: &OsStr) -> Result<&str, Errno> {
+    match name.to_str() {
+        Some(name) if !name.is_empty() && name != "." && name != ".." => Ok(name),
+        // The service keeps UTF-8 paths only.
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+impl Shared {
+    /// Forgets the listings a change at `path` (and `old_path`) makes stale.
+    pub fn changed(&self, path: &str, old_path: &str) {
+        let mut state = lock(&self.state);
+        for changed in [path, old_path].into_iter().filter(|p| !p.is_empty()) {
+            state.listings.remove(changed);
+            state.listings.remove(split(changed).0);
+        }
+    }
+
+    /// Forgets every listing (the `Watch` stream broke: changes may be missed).
+    pub fn forget_listings(&self) {
+        lock(&self.state).listings.clear();
+    }
+}
+
+impl State {
+    fn path(&self, inode: INodeNo) -> Result<String, Errno> {
+        self.paths.get(&inode.0).cloned().ok_or(Errno::ENOENT)
+    }
+
+    fn inode(&mut self, path: &str) -> u64 {
+        if let Some(inode) = self.inodes.get(path) {
+            return *inode;
+        }
+        let inode = self.next_inode;
+        self.next_inode += 1;
+        self.paths.insert(inode, path.to_owned());
+        self.inodes.insert(path.to_owned(), inode);
+        inode
+    }
+
+    /// The path is gone: a later file there is another inode.
+    fn remove(&mut self, path: &str) {
+        if let Some(inode) = self.inodes.remove(path) {
+            self.paths.remove(&inode);
+            self.removed.insert(inode);
+        }
+    }
+
+    /// `from` (and everything below it) is now at `to`.
+    fn rename(&mut self, from: &str, to: &str) {
+        let below = format!("{from}/");
+        let moved: Vec<(String, u64)> = self
+            .inodes
+            .iter()
+            .filter(|(path, _)| *path == from || path.starts_with(&below))
+            .map(|(path, inode)| (path.clone(), *inode))
+            .collect();
+        for (path, inode) in moved {
+            self.inodes.remove(&path);
+            let renamed = format!("{to}{}", &path[from.len()..]);
+            self.paths.insert(inode, renamed.clone());
+            self.inodes.insert(renamed, inode);
+        }
+    }
+
+    fn handle(&mut self) -> u64 {
+        self.next_handle += 1;
+        self.next_handle
+    }
+}
+
+impl MountFs {
+    /// A mount of the folder `root` (a space path) served by `remote`.
+    pub fn new(remote: Remote, root: &str, options: Options) -> MountFs {
+        let mut state = State {
+            paths: HashMap::new(),
+            inodes: HashMap::new(),
+            next_inode: INodeNo::ROOT.0 + 1,
+            listings: HashMap::new(),
+            files: HashMap::new(),
+            folders: HashMap::new(),
+            next_handle: 0,
+            removed: HashSet::new(),
+        };
+        state.paths.insert(INodeNo::ROOT.0, root.to_owned());
+        state.inodes.insert(root.to_owned(), INodeNo::ROOT.0);
+        let content = Mutex::new(ContentCache::new(options.cache_bytes));
+        let shared = Arc::new(Shared { state: Mutex::new(state) });
+        MountFs { remote, options, shared, content, mounted: SystemTime::now() }
+    }
+
+    /// What the `Watch` follower updates.
+    pub fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.shared.state)
+    }
+
+    /// The size of `inode` as an open file being written holds it. The
+    /// files are locked after the state is let go: a save holds its file
+    /// while it takes the state.
+    fn open_size(&self, inode: u64) -> Option<(u64, SystemTime)> {
+        let files: Vec<_> = self.state().files.values().cloned().collect();
+        files.iter().find_map(|file| {
+            let file = lock(file);
+            (file.inode == inode && file.buffer.is_some()).then_some((file.size, file.modified))
+        })
+    }
+
+    fn writable(&self) -> Result<(), Errno> {
+        if self.options.read_only { Err(Errno::EROFS) } else { Ok(()) }
+    }
+
+    fn attr(&self, inode: u64, directory: bool, size: u64, modified: SystemTime) -> FileAttr {
+        FileAttr {
+            ino: INodeNo(inode),
+            size,
+            blocks: size.div_ceil(512),
+            atime: modified,
+            mtime: modified,
+            ctime: modified,
+            crtime: modified,
+            kind: if directory { FileType::Directory } else { FileType::RegularFile },
+            perm: match (directory, self.options.read_only) {
+                (true, false) => 0o755,
+                (true, true) => 0o555,
+                (false, false) => 0o644,
+                (false, true) => 0o444,
+            },
+            nlink: if directory { 2 } else { 1 },
+            uid: self.options.uid,
+            gid: self.options.gid,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    /// The entries of the folder `path`, fetched again once they are older
+    /// than [`TTL`].
+    fn listing(&self, path: &str) -> Result<Arc<Vec<Child>>, Failure> {
+        if let Some(listing) = self.state().listings.get(path)
+            && listing.fetched.elapsed() < TTL
+        {
+            return Ok(listing.children.clone());
+        }
+        let fetched = Instant::now();
+        let children = Arc::new(self.remote.list(path)?);
+        let listing = Listing { fetched, children: children.clone() };
+        self.state().listings.insert(path.to_owned(), listing);
+        Ok(children)
+    }
+
+    /// The attributes of the inode at `path`.
+    fn attr_at(&self, inode: u64, path: &str) -> Result<FileAttr, Errno> {
+        if inode == INodeNo::ROOT.0 {
+            return Ok(self.attr(inode, true, 0, self.mounted));
+        }
+        if let Some((size, modified)) = self.open_size(inode) {
+            return Ok(self.attr(inode, false, size, modified));
+        }
+        let (parent, name) = split(path);
+        let listing = self.listing(parent).map_err(|failure| failure.errno())?;
+        let child = listing.iter().find(|child| child.name == name).ok_or(Errno::ENOENT)?;
+        Ok(self.attr(inode, child.directory, child.size, child.modified))
+    }
+
+    /// The entry of `path` in its folder, as listed now.
+    fn child(&self, path: &str) -> Result<Option<Child>, Errno> {
+        let (parent, name) = split(path);
+        let listing = self.listing(parent).map_err(|failure| failure.errno())?;
+        Ok(listing.iter().find(|child| child.name == name).cloned())
+    }
+
+    /// The bytes of `version` of the file at `path` whose content is `hash`.
+    fn content(&self, path: &str, version: u64, hash: &str) -> Result<Arc<Vec<u8>>, Failure> {
+        if let Some(content) = lock(&self.content).get(hash) {
+            return Ok(content);
+        }
+        let content = Arc::new(self.remote.download(path, version)?);
+        lock(&self.content).put(hash.to_owned(), content.clone());
+        Ok(content)
+    }
+
+    /// Loads the file's bytes into its buffer, to be written.
+    fn load(&self, path: &str, file: &mut OpenFile) -> Result<(), Failure> {
+        if file.buffer.is_none() {
+            let bytes = if file.version == 0 {
+                Vec::new()
+            } else {
+                self.content(path, file.version, &file.hash)?.as_ref().clone()
+            };
+            file.size = bytes.len() as u64;
+            file.buffer = Some(bytes);
+        }
+        Ok(())
+    }
+
+    /// Saves an open file's changes as one version, against the version it
+    /// was opened at. A conflict keeps the draft in the recovery folder.
+    fn save(&self, file: &mut OpenFile) -> Result<(), Errno> {
+        if !file.dirty {
+            return Ok(());
+        }
+        let path = {
+            let state = self.state();
+            if state.removed.contains(&file.inode) {
+                // Removed while open: nothing to keep, as on a local disk.
+                file.dirty = false;
+                return Ok(());
+            }
+            state.paths.get(&file.inode).cloned().ok_or(Errno::ENOENT)?
+        };
+        let bytes = file.buffer.as_deref().unwrap_or_default();
+        match self.remote.save(&path, file.version, bytes) {
+            Ok(saved) => {
+                lock(&self.content).put(saved.hash.clone(), Arc::new(bytes.to_vec()));
+                file.version = saved.version;
+                file.hash = saved.hash;
+                file.dirty = false;
+                self.shared.changed(&path, "");
+                Ok(())
+            }
+            Err(Failure::Conflict(message) | Failure::Errno(Errno::EEXIST, message)) => {
+                file.dirty = false;
+                match self.keep_draft(&path, bytes) {
+                    Ok(draft) => eprintln!(
+                        "agentvfs mount: {path} changed on the server since it was opened ({message}); \
+                         nothing was overwritten, and this copy is kept at {}",
+                        draft.display()
+                    ),
+                    Err(error) => eprintln!(
+                        "agentvfs mount: {path} changed on the server since it was opened ({message}); \
+                         the local copy could not be kept in {}: {error}",
+                        self.options.recovery.display()
+                    ),
+                }
+                // The next open sees the server's version.
+                self.shared.changed(&path, "");
+                Err(Errno::EIO)
+            }
+            Err(failure) => {
+                eprintln!("agentvfs mount: cannot save {path}: {failure}");
+                Err(failure.errno())
+            }
+        }
+    }
+
+    /// Writes `bytes` into the recovery folder; returns where.
+    fn keep_draft(&self, path: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(&self.options.recovery)?;
+        let stamp = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis();
+        let name = format!("{stamp}{}", path.replace('/', "%2F"));
+        let draft = self.options.recovery.join(name);
+        std::fs::write(&draft, bytes)?;
+        Ok(draft)
+    }
+
+    fn open_file(&self, handle: FileHandle) -> Result<Arc<Mutex<OpenFile>>, Errno> {
+        self.state().files.get(&handle.0).cloned().ok_or(Errno::EBADF)
+    }
+
+    fn apply(&self, actions: Vec<pb::batch_action::Action>) -> Result<(), Errno> {
+        self.remote.batch(actions).map_err(|failure| {
+            eprintln!("agentvfs mount: {failure}");
+            failure.errno()
+        })
+    }
+
+    fn do_rename(&self, from: &str, to: &str, flags: RenameFlags) -> Result<(), Errno> {
+        use pb::batch_action::Action;
+        if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+            return Err(Errno::ENOTSUP);
+        }
+        let source = self.child(from)?.ok_or(Errno::ENOENT)?;
+        let mut actions = Vec::new();
+        if let Some(target) = self.child(to)? {
+            if flags.contains(RenameFlags::RENAME_NOREPLACE) {
+                return Err(Errno::EEXIST);
+            }
+            match (source.directory, target.directory) {
+                (false, true) => return Err(Errno::EISDIR),
+                (true, false) => return Err(Errno::ENOTDIR),
+                (true, true) if !self.remote.list(to).map_err(|f| f.errno())?.is_empty() => {
+                    return Err(Errno::ENOTEMPTY);
+                }
+                _ => {}
+            }
+            // Replaced in the same atomic batch, as rename(2) replaces.
+            actions.push(Action::Trash(pb::TrashAction { path: to.to_owned() }));
+        }
+        let ((from_folder, from_name), (to_folder, to_name)) = (split(from), split(to));
+        if from_folder == to_folder {
+            actions.push(Action::Rename(pb::RenameAction { path: from.to_owned(), new_name: to_name.to_owned() }));
+        } else {
+            let mut moving = from.to_owned();
+            if from_name != to_name {
+                actions.push(Action::Rename(pb::RenameAction { path: from.to_owned(), new_name: to_name.to_owned() }));
+                moving = join(from_folder, to_name);
+            }
+            actions.push(Action::Move(pb::MoveAction {
+                from: moving,
+                to_folder: to_folder.to_owned(),
+                to_space: String::new(),
+            }));
+        }
+        self.apply(actions)?;
+        let mut state = self.state();
+        state.remove(to);
+        state.rename(from, to);
+        drop(state);
+        self.shared.changed(from, to);
+        Ok(())
+    }
+
+    fn do_setattr(&self, inode: INodeNo, size: Option<u64>, handle: Option<FileHandle>) -> Result<FileAttr, Errno> {
+        let path = self.state().path(inode)?;
+        if let Some(size) = size {
+            self.writable()?;
+            let open = match handle {
+                Some(handle) => self.open_file(handle).ok(),
+                // truncate(2) of a file open for writing changes that file.
+                None => {
+                    let files: Vec<_> = self.state().files.values().cloned().collect();
+                    files.into_iter().find(|file| {
+                        let file = lock(file);
+                        file.inode == inode.0 && file.writing
+                    })
+                }
+            };
+            match open {
+                Some(file) => {
+                    let mut file = lock(&file);
+                    self.load(&path, &mut file).map_err(|failure| failure.errno())?;
+                    if let Some(buffer) = &mut file.buffer {
+                        buffer.resize(size as usize, 0);
+                    }
+                    file.size = size;
+                    file.dirty = true;
+                    file.modified = SystemTime::now();
+                }
+                // truncate(2) on a path: a new version right away.
+                None => {
+                    let child = self.child(&path)?.ok_or(Errno::ENOENT)?;
+                    if child.directory {
+                        return Err(Errno::EISDIR);
+                    }
+                    let mut file = OpenFile {
+                        inode: inode.0,
+                        version: child.version,
+                        hash: child.hash,
+                        size: child.size,
+                        modified: SystemTime::now(),
+                        buffer: None,
+                        dirty: true,
+                        writing: true,
+                    };
+                    self.load(&path, &mut file).map_err(|failure| failure.errno())?;
+                    if let Some(buffer) = &mut file.buffer {
+                        buffer.resize(size as usize, 0);
+                    }
+                    self.save(&mut file)?;
+                }
+            }
+        }
+        // Modes, owners and times come from the service: accepted, unchanged.
+        self.attr_at(inode.0, &path)
+    }
+}
+
+impl Filesystem for MountFs {
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
+        // open(O_TRUNC) arrives as one open, not an open and a truncate that
+        // would save an empty version first.
+        if let Err(unsupported) = config.add_capabilities(fuser::InitFlags::FUSE_ATOMIC_O_TRUNC) {
+            eprintln!("agentvfs mount: the kernel lacks {unsupported:?}");
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let found = (|| {
+            let name = name_of(name)?;
+            let path = join(&self.state().path(parent)?, name);
+            let inode = self.state().inodes.get(&path).copied();
+            if let Some(inode) = inode
+                && let Some((size, modified)) = self.open_size(inode)
+            {
+                return Ok(self.attr(inode, false, size, modified));
+            }
+            let child = self.child(&path)?.ok_or(Errno::ENOENT)?;
+            let inode = self.state().inode(&path);
+            Ok(self.attr(inode, child.directory, child.size, child.modified))
+        })();
+        match found {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, inode: INodeNo, _handle: Option<FileHandle>, reply: ReplyAttr) {
+        let path = self.state().path(inode);
+        match path.and_then(|path| self.attr_at(inode.0, &path)) {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        inode: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        handle: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        match self.do_setattr(inode, size, handle) {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, reply: ReplyEntry) {
+        let made = (|| {
+            self.writable()?;
+            let path = join(&self.state().path(parent)?, name_of(name)?);
+            self.apply(vec![pb::batch_action::Action::Mkdir(pb::MkdirAction { path: path.clone() })])?;
+            self.shared.changed(&path, "");
+            let inode = self.state().inode(&path);
+            Ok(self.attr(inode, true, 0, SystemTime::now()))
+        })();
+        match made {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let removed = (|| {
+            self.writable()?;
+            let path = join(&self.state().path(parent)?, name_of(name)?);
+            if self.child(&path)?.ok_or(Errno::ENOENT)?.directory {
+                return Err(Errno::EISDIR);
+            }
+            self.apply(vec![pb::batch_action::Action::Trash(pb::TrashAction { path: path.clone() })])?;
+            self.state().remove(&path);
+            self.shared.changed(&path, "");
+            Ok(())
+        })();
+        match removed {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let removed = (|| {
+            self.writable()?;
+            let path = join(&self.state().path(parent)?, name_of(name)?);
+            if !self.child(&path)?.ok_or(Errno::ENOENT)?.directory {
+                return Err(Errno::ENOTDIR);
+            }
+            if !self.remote.list(&path).map_err(|failure| failure.errno())?.is_empty() {
+                return Err(Errno::ENOTEMPTY);
+            }
+            self.apply(vec![pb::batch_action::Action::Trash(pb::TrashAction { path: path.clone() })])?;
+            self.state().remove(&path);
+            self.shared.changed(&path, "");
+            Ok(())
+        })();
+        match removed {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        new_parent: INodeNo,
+        new_name: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let renamed = (|| {
+            self.writable()?;
+            let from = join(&self.state().path(parent)?, name_of(name)?);
+            let to = join(&self.state().path(new_parent)?, name_of(new_name)?);
+            if from == to {
+                return Ok(());
+            }
+            self.do_rename(&from, &to, flags)
+        })();
+        match renamed {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn open(&self, _req: &Request, inode: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let opened = (|| {
+            let writing = flags.acc_mode() != OpenAccMode::O_RDONLY;
+            if writing {
+                self.writable()?;
+            }
+            let path = self.state().path(inode)?;
+            let child = self.child(&path)?.ok_or(Errno::ENOENT)?;
+            if child.directory {
+                return Err(Errno::EISDIR);
+            }
+            let mut file = OpenFile {
+                inode: inode.0,
+                version: child.version,
+                hash: child.hash,
+                size: child.size,
+                modified: child.modified,
+                buffer: None,
+                dirty: false,
+                writing,
+            };
+            if writing && flags.0 & libc::O_TRUNC != 0 {
+                file.buffer = Some(Vec::new());
+                file.size = 0;
+                file.dirty = child.size != 0;
+            }
+            let mut state = self.state();
+            let handle = state.handle();
+            state.files.insert(handle, Arc::new(Mutex::new(file)));
+            Ok(handle)
+        })();
+        match opened {
+            Ok(handle) => reply.opened(FileHandle(handle), FopenFlags::empty()),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let created = (|| {
+            self.writable()?;
+            let path = join(&self.state().path(parent)?, name_of(name)?);
+            let mut state = self.state();
+            // A name that was removed before is a new file now.
+            if let Some(old) = state.inodes.get(&path).copied() {
+                state.removed.remove(&old);
+            }
+            let inode = state.inode(&path);
+            let now = SystemTime::now();
+            let file = OpenFile {
+                inode,
+                version: 0,
+                hash: String::new(),
+                size: 0,
+                modified: now,
+                buffer: Some(Vec::new()),
+                dirty: true,
+                writing: true,
+            };
+            let handle = state.handle();
+            state.files.insert(handle, Arc::new(Mutex::new(file)));
+            Ok((self.attr(inode, false, 0, now), handle))
+        })();
+        match created {
+            Ok((attr, handle)) => reply.created(&TTL, &attr, Generation(0), FileHandle(handle), FopenFlags::empty()),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        inode: INodeNo,
+        handle: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let read = (|| {
+            let file = self.open_file(handle)?;
+            let file = lock(&file);
+            let slice = |bytes: &[u8]| {
+                let start = (offset as usize).min(bytes.len());
+                let end = start.saturating_add(size as usize).min(bytes.len());
+                bytes[start..end].to_vec()
+            };
+            if let Some(buffer) = &file.buffer {
+                return Ok(slice(buffer));
+            }
+            let path = self.state().path(inode)?;
+            let content = self.content(&path, file.version, &file.hash).map_err(|failure| failure.errno())?;
+            Ok(slice(&content))
+        })();
+        match read {
+            Ok(bytes) => reply.data(&bytes),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        inode: INodeNo,
+        handle: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: fuser::WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let written = (|| {
+            self.writable()?;
+            let file = self.open_file(handle)?;
+            let mut file = lock(&file);
+            let path = self.state().path(inode)?;
+            self.load(&path, &mut file).map_err(|failure| failure.errno())?;
+            let buffer = file.buffer.get_or_insert_default();
+            let start = usize::try_from(offset).map_err(|_| Errno::EFBIG)?;
+            let end = start.checked_add(data.len()).ok_or(Errno::EFBIG)?;
+            if buffer.len() < end {
+                buffer.resize(end, 0);
+            }
+            buffer[start..end].copy_from_slice(data);
+            file.size = buffer.len() as u64;
+            file.dirty = true;
+            file.modified = SystemTime::now();
+            Ok(data.len() as u32)
+        })();
+        match written {
+            Ok(size) => reply.written(size),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _inode: INodeNo, handle: FileHandle, _owner: LockOwner, reply: ReplyEmpty) {
+        match self.open_file(handle).and_then(|file| self.save(&mut lock(&file))) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn fsync(&self, _req: &Request, _inode: INodeNo, handle: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        match self.open_file(handle).and_then(|file| self.save(&mut lock(&file))) {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _inode: INodeNo,
+        handle: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let file = self.state().files.remove(&handle.0);
+        // Whatever a flush did not save (a write after the last close of a
+        // duplicated descriptor, say) is saved now.
+        match file.map(|file| self.save(&mut lock(&file))) {
+            Some(Err(errno)) => reply.error(errno),
+            _ => reply.ok(),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, inode: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let opened = (|| {
+            let path = self.state().path(inode)?;
+            let listing = self.listing(&path).map_err(|failure| failure.errno())?;
+            let mut state = self.state();
+            let parent = if inode == INodeNo::ROOT { inode.0 } else { state.inode(split(&path).0) };
+            let mut entries =
+                vec![(inode.0, FileType::Directory, ".".to_owned()), (parent, FileType::Directory, "..".to_owned())];
+            for child in listing.iter() {
+                let kind = if child.directory { FileType::Directory } else { FileType::RegularFile };
+                entries.push((state.inode(&join(&path, &child.name)), kind, child.name.clone()));
+            }
+            let handle = state.handle();
+            state.folders.insert(handle, Arc::new(entries));
+            Ok(handle)
+        })();
+        match opened {
+            Ok(handle) => reply.opened(FileHandle(handle), FopenFlags::empty()),
+            Err(errno) => reply.error(errno),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, _inode: INodeNo, handle: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let Some(entries) = self.state().folders.get(&handle.0).cloned() else {
+            return reply.error(Errno::EBADF);
+        };
+        for (index, (inode, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(*inode), index as u64 + 1, *kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(&self, _req: &Request, _inode: INodeNo, handle: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.state().folders.remove(&handle.0);
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _inode: INodeNo, reply: ReplyStatfs) {
+        // The space's quota is not a block device: plenty, never full.
+        reply.statfs(1 << 28, 1 << 27, 1 << 27, 1 << 20, 1 << 19, 4096, 255, 4096);
+    }
+
+    fn symlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, _link: &std::path::Path, reply: ReplyEntry) {
+        reply.error(Errno::ENOTSUP);
+    }
+
+    fn link(&self, _req: &Request, _inode: INodeNo, _parent: INodeNo, _name: &OsStr, reply: ReplyEntry) {
+        reply.error(Errno::ENOTSUP);
+    }
+
+    fn mknod(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::ENOTSUP);
+    }
+
+    fn getxattr(&self, _req: &Request, _inode: INodeNo, _name: &OsStr, _size: u32, reply: fuser::ReplyXattr) {
+        reply.error(Errno::ENOTSUP);
+    }
+
+    fn listxattr(&self, _req: &Request, _inode: INodeNo, _size: u32, reply: fuser::ReplyXattr) {
+        reply.error(Errno::ENOTSUP);
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _inode: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::ENOTSUP);
+    }
+
+    fn removexattr(&self, _req: &Request, _inode: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::ENOTSUP);
+    }
+}

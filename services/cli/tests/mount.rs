@@ -1,0 +1,247 @@
+//! `agentvfs mount` on a real FUSE mount against a real front and worker:
+//! git, cp and grep on the mount, changes made elsewhere appearing, a
+//! conflicting save kept as a draft, read-only mounts, and a clean unmount.
+//!
+//! These tests need FUSE (`/dev/fuse`, and root or `fusermount3`); without
+//! it they fail, never pass silently.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use support::{Killed, Stack};
+
+/// A running `agentvfs mount`; unmounted (SIGKILL, then a lazy unmount) if
+/// a test fails before it stops it.
+struct Mount {
+    process: Killed,
+    dir: PathBuf,
+    /// What the mount logged on stderr.
+    log: Arc<Mutex<String>>,
+}
+
+impl Mount {
+    fn start(stack: &Stack, folder: &str, dir: &Path, extra: &[&str]) -> Mount {
+        std::fs::create_dir_all(dir).unwrap();
+        let recovery = stack.temp.path().join("recovery");
+        let mut args = vec!["mount", folder, dir.to_str().unwrap(), "--recovery-dir", recovery.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let mut child =
+            stack.command(&args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let log = Arc::new(Mutex::new(String::new()));
+        let (mounted, ready) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                if line.contains(" mounted on ") {
+                    let _ = mounted.send(());
+                }
+                sink.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        let mount = Mount { process: Killed(child), dir: dir.to_owned(), log };
+        assert!(ready.recv_timeout(Duration::from_secs(30)).is_ok(), "the mount never came up:\n{}", mount.log());
+        mount
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// SIGTERM; the exit status.
+    fn stop(&mut self) -> std::process::ExitStatus {
+        let pid = self.process.0.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.process.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the mount did not stop:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = self.process.0.kill();
+        let _ = self.process.0.wait();
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).stderr(Stdio::null()).status();
+    }
+}
+
+fn mounted(dir: &Path) -> bool {
+    let dir = std::fs::canonicalize(dir).unwrap();
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .lines()
+        .any(|line| line.split(' ').nth(1) == Some(dir.to_str().unwrap()))
+}
+
+/// Runs `script` with bash in `dir`; panics with its output unless it succeeds.
+#[track_caller]
+fn sh(dir: &Path, script: &str) -> String {
+    let out = Command::new("bash").arg("-ceu").arg(script).current_dir(dir).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{script}\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    stdout.into_owned()
+}
+
+/// A tree of `files` files in a few folders, some with `needle` in them.
+fn make_tree(root: &Path, files: usize) {
+    for n in 0..files {
+        let dir = root.join(format!("pkg{}/sub{}", n % 7, n % 3));
+        std::fs::create_dir_all(&dir).unwrap();
+        let needle = if n % 10 == 0 { "needle\n" } else { "" };
+        let body = format!("// file {n}\n{needle}{}\n", "x".repeat(n * 37 % 4000));
+        std::fs::write(dir.join(format!("f{n}.rs")), body).unwrap();
+    }
+    // A binary file, byte for byte.
+    std::fs::write(root.join("blob.bin"), (0..=255u8).cycle().take(300_000).collect::<Vec<_>>()).unwrap();
+}
+
+#[test]
+fn git_cp_and_grep_work_on_a_mount_and_every_save_is_a_version() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/proj/README.md", "--content", "hello\n"]);
+    let mnt = stack.temp.path().join("mnt");
+    let mut mount = Mount::start(&stack, "/proj", &mnt, &[]);
+    assert!(mounted(&mnt));
+    assert_eq!(std::fs::read_to_string(mnt.join("README.md")).unwrap(), "hello\n");
+
+    // A git repository of a few hundred files, committed on the mount.
+    let repo = mnt.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    make_tree(&repo, 300);
+    sh(&repo, "git init -q . && git add . && git -c user.email=a@example.com -c user.name=agent commit -qm first");
+    assert_eq!(sh(&repo, "git status --porcelain"), "", "the work tree is clean after the commit");
+    assert!(sh(&repo, "git log --oneline").ends_with(" first\n"));
+    sh(&repo, "git fsck --strict --no-progress");
+    sh(
+        &repo,
+        "echo change >> pkg0/sub0/f0.rs && git -c user.email=a@example.com -c user.name=agent commit -qam second",
+    );
+    assert_eq!(sh(&repo, "git log --oneline | wc -l").trim(), "2");
+
+    // cp -r in and out, byte for byte.
+    let local = stack.temp.path().join("local");
+    make_tree(&local, 120);
+    sh(stack.temp.path(), "cp -r local mnt/copied && cp -r mnt/copied back && diff -r local back");
+
+    // grep on the mount finds what Grep through the service finds.
+    let on_mount: BTreeSet<String> =
+        sh(&mnt, "grep -rl needle copied").lines().map(|line| format!("/proj/{line}")).collect();
+    let through_api: BTreeSet<String> =
+        stack.ok(&["grep", "-l", "--all", "needle", "/proj/copied"]).lines().map(str::to_owned).collect();
+    assert_eq!(on_mount.len(), 12);
+    assert_eq!(on_mount, through_api);
+
+    // Each saved file is a version in the space, with the mount's bytes.
+    let versions = stack.ok(&["versions", "/proj/repo/pkg0/sub0/f0.rs"]);
+    assert_eq!(versions.lines().filter(|line| line.contains('v')).count(), 2, "{versions}");
+    let blob = stack.run_with_bytes(&["resolve", "/proj/copied/blob.bin"], b"");
+    assert_eq!(blob.code, 0, "{blob:?}");
+
+    // Renames and removals are the service's moves and trash.
+    sh(&mnt, "mkdir moved && mv copied/pkg1 moved/ && mv moved/pkg1 moved/renamed && rm -r copied/pkg2");
+    let listed = stack.ok(&["ls", "/proj/moved"]);
+    assert!(listed.contains("/proj/moved/renamed/"), "{listed}");
+    assert_eq!(stack.run(&["ls", "/proj/copied/pkg2"]).code, 3);
+
+    assert!(mount.stop().success(), "{}", mount.log());
+    assert!(!mounted(&mnt), "still mounted after SIGTERM");
+}
+
+/// Opens the file in argv[1] to write, writes a draft, says `written`,
+/// waits for a line, then fsyncs and says how that went.
+const CONFLICTED_WRITER: &str = r#"
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
+os.write(fd, b"local draft\n")
+print("written", flush=True)
+sys.stdin.readline()
+try:
+    os.fsync(fd)
+    print("fsync: ok", flush=True)
+except OSError as error:
+    print(f"fsync: {error.errno}", flush=True)
+os.close(fd)
+"#;
+
+#[test]
+fn changes_made_elsewhere_appear_and_a_conflicting_save_keeps_the_draft() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/w/notes.txt", "--content", "first\n"]);
+    let mnt = stack.temp.path().join("mnt");
+    let mount = Mount::start(&stack, "/w", &mnt, &[]);
+    assert_eq!(std::fs::read_to_string(mnt.join("notes.txt")).unwrap(), "first\n");
+
+    // A write through the service shows on the mount within about a second.
+    stack.ok(&["write", "/w/notes.txt", "--content", "second\n"]);
+    stack.ok(&["write", "/w/new.txt", "--content", "new\n"]);
+    let started = Instant::now();
+    while std::fs::read_to_string(mnt.join("notes.txt")).unwrap() != "second\n" || !mnt.join("new.txt").exists() {
+        assert!(started.elapsed() < Duration::from_secs(3), "the change never showed on the mount");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let seen = started.elapsed();
+    assert!(seen < Duration::from_millis(2500), "took {seen:?}");
+
+    // Opened on the mount, changed through the service, then fsynced and
+    // closed: the save fails with EIO, the server keeps its version, and
+    // the draft is kept where the log says. The writer is a process of its
+    // own, so that no other process inherits its descriptor (a close of an
+    // inherited copy saves too, as close(2) does).
+    let mut writer = Command::new("python3")
+        .arg("-c")
+        .arg(CONFLICTED_WRITER)
+        .arg(mnt.join("notes.txt"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut replies = BufReader::new(writer.stdout.take().unwrap()).lines();
+    assert_eq!(replies.next().unwrap().unwrap(), "written");
+    stack.ok(&["write", "/w/notes.txt", "--content", "third, from elsewhere\n"]);
+    writeln!(writer.stdin.as_mut().unwrap(), "go").unwrap();
+    assert_eq!(replies.next().unwrap().unwrap(), format!("fsync: {}", libc::EIO));
+    assert!(writer.wait().unwrap().success());
+    let on_server = stack.ok(&["read", "/w/notes.txt"]);
+    assert!(on_server.contains("third, from elsewhere") && !on_server.contains("draft"), "{on_server}");
+    let log = mount.log();
+    let draft = log
+        .lines()
+        .find_map(|line| line.split_once("this copy is kept at ").map(|(_, path)| PathBuf::from(path.trim())))
+        .unwrap_or_else(|| panic!("no draft in the log:\n{log}"));
+    assert_eq!(std::fs::read_to_string(draft).unwrap(), "local draft\n");
+    // The next open sees the server's version.
+    let started = Instant::now();
+    while std::fs::read_to_string(mnt.join("notes.txt")).unwrap() != "third, from elsewhere\n" {
+        assert!(started.elapsed() < Duration::from_secs(3), "the server's version never showed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_read_only_mount_refuses_every_change() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/r/a.txt", "--content", "kept\n"]);
+    let mnt = stack.temp.path().join("mnt");
+    let _mount = Mount::start(&stack, "/r", &mnt, &["--read-only"]);
+    assert_eq!(std::fs::read_to_string(mnt.join("a.txt")).unwrap(), "kept\n");
+    let erofs = |result: std::io::Result<()>| result.unwrap_err().raw_os_error();
+    assert_eq!(erofs(std::fs::write(mnt.join("a.txt"), "no")), Some(libc::EROFS));
+    assert_eq!(erofs(std::fs::write(mnt.join("b.txt"), "no")), Some(libc::EROFS));
+    assert_eq!(erofs(std::fs::create_dir(mnt.join("d"))), Some(libc::EROFS));
+    assert_eq!(erofs(std::fs::remove_file(mnt.join("a.txt"))), Some(libc::EROFS));
+    assert_eq!(stack.ok(&["ls", "/r"]).lines().count(), 1);
+}

@@ -245,3 +245,31 @@ fn a_read_only_mount_refuses_every_change() {
     assert_eq!(erofs(std::fs::remove_file(mnt.join("a.txt"))), Some(libc::EROFS));
     assert_eq!(stack.ok(&["ls", "/r"]).lines().count(), 1);
 }
+
+#[test]
+fn a_lost_front_fails_calls_with_eio_and_the_mount_serves_again_once_it_is_back() {
+    let mut stack = Stack::start();
+    stack.ok(&["write", "/l/a.txt", "--content", "before\n"]);
+    let mnt = stack.temp.path().join("mnt");
+    let mount = Mount::start(&stack, "/l", &mnt, &[]);
+    assert_eq!(std::fs::read_to_string(mnt.join("a.txt")).unwrap(), "before\n");
+
+    stack.kill_front();
+    // Past what the mount and the kernel may answer from memory.
+    std::thread::sleep(Duration::from_millis(1200));
+    let started = Instant::now();
+    let listed = std::fs::read_dir(&mnt).and_then(|entries| entries.collect::<Result<Vec<_>, _>>());
+    assert_eq!(listed.unwrap_err().raw_os_error(), Some(libc::EIO));
+    let written = std::fs::write(mnt.join("b.txt"), "lost\n");
+    assert_eq!(written.unwrap_err().raw_os_error(), Some(libc::EIO));
+    assert!(started.elapsed() < Duration::from_secs(5), "failing took {:?}", started.elapsed());
+
+    stack.restart_front();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::write(mnt.join("b.txt"), "after\n").is_err() {
+        assert!(Instant::now() < deadline, "the mount never served again:\n{}", mount.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(stack.ok(&["read", "/l/b.txt"]).contains("after"));
+    assert_eq!(std::fs::read_to_string(mnt.join("a.txt")).unwrap(), "before\n");
+}

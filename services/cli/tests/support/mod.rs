@@ -30,7 +30,8 @@ impl Drop for Killed {
 /// A worker and a dev-mode front with a space named `default`.
 pub struct Stack {
     pub addr: String,
-    _front: Killed,
+    front: Killed,
+    worker_addr: String,
     _worker: Killed,
     pub temp: tempfile::TempDir,
 }
@@ -58,17 +59,8 @@ impl Stack {
                 .unwrap(),
         );
         let worker_addr = listening_address(&mut worker.0);
-        let mut front = Killed(
-            Command::new(dir.join("agentvfs-front"))
-                .args(["--listen", &front_addr, "--worker", &worker_addr, "--dev", "--rate-limit", "0", "--data-dir"])
-                .arg(temp.path().join("data"))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        listening_address(&mut front.0);
-        let stack = Stack { addr: front_addr, _front: front, _worker: worker, temp };
+        let front = start_front(&front_addr, &worker_addr, temp.path());
+        let stack = Stack { addr: front_addr, front, worker_addr, _worker: worker, temp };
         // Listening is not yet serving: retry while the front reports itself unavailable.
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -80,6 +72,18 @@ impl Stack {
             std::thread::sleep(Duration::from_millis(50));
         }
         stack
+    }
+
+    /// SIGKILLs the front.
+    pub fn kill_front(&mut self) {
+        let _ = self.front.0.kill();
+        let _ = self.front.0.wait();
+    }
+
+    /// Starts the front again, on the same address and store.
+    pub fn restart_front(&mut self) {
+        self.kill_front();
+        self.front = start_front(&self.addr, &self.worker_addr, self.temp.path());
     }
 
     pub fn run(&self, args: &[&str]) -> Output {
@@ -139,6 +143,21 @@ impl Stack {
         assert_eq!(out.code, 0, "agentvfs {args:?}: {out:?}");
         out.stdout
     }
+}
+
+/// A dev-mode front on `addr` with its store in `dir/data`, once it listens.
+fn start_front(addr: &str, worker: &str, dir: &std::path::Path) -> Killed {
+    let mut front = Killed(
+        Command::new(server_binaries().join("agentvfs-front"))
+            .args(["--listen", addr, "--worker", worker, "--dev", "--rate-limit", "0", "--data-dir"])
+            .arg(dir.join("data"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    listening_address(&mut front.0);
+    front
 }
 
 #[derive(Debug)]

@@ -137,6 +137,13 @@ fn git_cp_and_grep_work_on_a_mount_and_every_save_is_a_version() {
     make_tree(&local, 120);
     sh(stack.temp.path(), "cp -r local mnt/copied && cp -r mnt/copied back && diff -r local back");
 
+    // git clone into the mount: index-pack reads its pack back through a
+    // second descriptor while the first still writes it.
+    sh(&local, "git init -q . && git add . && git -c user.email=a@example.com -c user.name=agent commit -qm local");
+    sh(stack.temp.path(), "git clone -q --no-hardlinks file://$PWD/local mnt/cloned");
+    assert_eq!(sh(&mnt.join("cloned"), "git status --porcelain"), "");
+    sh(&mnt.join("cloned"), "git fsck --strict --no-progress && diff -r --exclude=.git . ../../local");
+
     // grep on the mount finds what Grep through the service finds.
     let on_mount: BTreeSet<String> =
         sh(&mnt, "grep -rl needle copied").lines().map(|line| format!("/proj/{line}")).collect();

@@ -59,7 +59,11 @@ struct State {
     next_inode: u64,
     /// Listings by folder path.
     listings: HashMap<String, Listing>,
-    files: HashMap<u64, Arc<Mutex<OpenFile>>>,
+    /// Open files by inode: every descriptor of a file shares its buffer,
+    /// so a reader sees what a writer wrote before it is saved.
+    files: HashMap<u64, Opened>,
+    /// Open file handles: their inode.
+    handles: HashMap<u64, u64>,
     /// Open folders: what each listed when it was opened.
     folders: HashMap<u64, Arc<Vec<DirEntry>>>,
     next_handle: u64,
@@ -76,6 +80,13 @@ struct Listing {
     children: Arc<Vec<Child>>,
 }
 
+/// A file open through the mount, and how many handles hold it.
+#[derive(Debug)]
+struct Opened {
+    file: Arc<Mutex<OpenFile>>,
+    handles: usize,
+}
+
 /// A file opened through the mount.
 #[derive(Debug)]
 struct OpenFile {
@@ -89,8 +100,6 @@ struct OpenFile {
     buffer: Option<Vec<u8>>,
     /// Changed since the last save.
     dirty: bool,
-    /// Opened to be written.
-    writing: bool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -191,6 +200,7 @@ impl MountFs {
             next_inode: INodeNo::ROOT.0 + 1,
             listings: HashMap::new(),
             files: HashMap::new(),
+            handles: HashMap::new(),
             folders: HashMap::new(),
             next_handle: 0,
             removed: HashSet::new(),
@@ -215,11 +225,10 @@ impl MountFs {
     /// files are locked after the state is let go: a save holds its file
     /// while it takes the state.
     fn open_size(&self, inode: u64) -> Option<(u64, SystemTime)> {
-        let files: Vec<_> = self.state().files.values().cloned().collect();
-        files.iter().find_map(|file| {
-            let file = lock(file);
-            (file.inode == inode && file.buffer.is_some()).then_some((file.size, file.modified))
-        })
+        let file = self.state().files.get(&inode).map(|opened| opened.file.clone())?;
+        let file = lock(&file);
+        // A file created here has no entry on the server until it is saved.
+        (file.buffer.is_some() || file.version == 0).then_some((file.size, file.modified))
     }
 
     fn writable(&self) -> Result<(), Errno> {
@@ -371,8 +380,52 @@ impl MountFs {
         Ok(draft)
     }
 
+    /// The files created in the folder `path` through the mount and open,
+    /// not saved yet (so not in its listing): inode and name.
+    fn created_in(&self, path: &str, listing: &[Child]) -> Vec<(u64, String)> {
+        let candidates: Vec<_> = {
+            let state = self.state();
+            state
+                .files
+                .iter()
+                .filter_map(|(inode, opened)| {
+                    let (parent, name) = split(state.paths.get(inode)?);
+                    let listed = listing.iter().any(|child| child.name == name);
+                    (parent == path && !listed).then(|| (*inode, name.to_owned(), opened.file.clone()))
+                })
+                .collect()
+        };
+        candidates
+            .into_iter()
+            .filter(|(_, _, file)| lock(file).version == 0)
+            .map(|(inode, name, _)| (inode, name))
+            .collect()
+    }
+
+    /// A new handle on the open file of `inode`: the one open already, else
+    /// `fresh` (`None` when there is none and no `fresh`).
+    fn hold(&self, inode: u64, fresh: Option<OpenFile>) -> Option<(u64, Arc<Mutex<OpenFile>>)> {
+        let mut state = self.state();
+        let file = match state.files.get_mut(&inode) {
+            Some(opened) => {
+                opened.handles += 1;
+                opened.file.clone()
+            }
+            None => {
+                let file = Arc::new(Mutex::new(fresh?));
+                state.files.insert(inode, Opened { file: file.clone(), handles: 1 });
+                file
+            }
+        };
+        let handle = state.handle();
+        state.handles.insert(handle, inode);
+        Some((handle, file))
+    }
+
     fn open_file(&self, handle: FileHandle) -> Result<Arc<Mutex<OpenFile>>, Errno> {
-        self.state().files.get(&handle.0).cloned().ok_or(Errno::EBADF)
+        let state = self.state();
+        let inode = state.handles.get(&handle.0).ok_or(Errno::EBADF)?;
+        state.files.get(inode).map(|opened| opened.file.clone()).ok_or(Errno::EBADF)
     }
 
     fn apply(&self, actions: Vec<pb::batch_action::Action>) -> Result<(), Errno> {
@@ -386,6 +439,15 @@ impl MountFs {
         use pb::batch_action::Action;
         if flags.contains(RenameFlags::RENAME_EXCHANGE) {
             return Err(Errno::ENOTSUP);
+        }
+        // A file still open with unsaved changes (one created here and not
+        // closed yet, say) is saved first, so that there is something to move.
+        let open = {
+            let state = self.state();
+            state.inodes.get(from).and_then(|inode| state.files.get(inode)).map(|opened| opened.file.clone())
+        };
+        if let Some(file) = open {
+            self.save(&mut lock(&file))?;
         }
         let source = self.child(from)?.ok_or(Errno::ENOENT)?;
         let mut actions = Vec::new();
@@ -434,14 +496,8 @@ impl MountFs {
             self.writable()?;
             let open = match handle {
                 Some(handle) => self.open_file(handle).ok(),
-                // truncate(2) of a file open for writing changes that file.
-                None => {
-                    let files: Vec<_> = self.state().files.values().cloned().collect();
-                    files.into_iter().find(|file| {
-                        let file = lock(file);
-                        file.inode == inode.0 && file.writing
-                    })
-                }
+                // truncate(2) of an open file changes what is open.
+                None => self.state().files.get(&inode.0).map(|opened| opened.file.clone()),
             };
             match open {
                 Some(file) => {
@@ -468,7 +524,6 @@ impl MountFs {
                         modified: SystemTime::now(),
                         buffer: None,
                         dirty: true,
-                        writing: true,
                     };
                     self.load(&path, &mut file).map_err(|failure| failure.errno())?;
                     if let Some(buffer) = &mut file.buffer {
@@ -626,33 +681,39 @@ impl Filesystem for MountFs {
 
     fn open(&self, _req: &Request, inode: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let opened = (|| {
-            let writing = flags.acc_mode() != OpenAccMode::O_RDONLY;
-            if writing {
+            if flags.acc_mode() != OpenAccMode::O_RDONLY {
                 self.writable()?;
             }
-            let path = self.state().path(inode)?;
-            let child = self.child(&path)?.ok_or(Errno::ENOENT)?;
-            if child.directory {
-                return Err(Errno::EISDIR);
-            }
-            let mut file = OpenFile {
-                inode: inode.0,
-                version: child.version,
-                hash: child.hash,
-                size: child.size,
-                modified: child.modified,
-                buffer: None,
-                dirty: false,
-                writing,
+            let (handle, file) = loop {
+                // Open already: another handle on the same file.
+                if let Some(held) = self.hold(inode.0, None) {
+                    break held;
+                }
+                let path = self.state().path(inode)?;
+                let child = self.child(&path)?.ok_or(Errno::ENOENT)?;
+                if child.directory {
+                    return Err(Errno::EISDIR);
+                }
+                let file = OpenFile {
+                    inode: inode.0,
+                    version: child.version,
+                    hash: child.hash,
+                    size: child.size,
+                    modified: child.modified,
+                    buffer: None,
+                    dirty: false,
+                };
+                if let Some(held) = self.hold(inode.0, Some(file)) {
+                    break held;
+                }
             };
-            if writing && flags.0 & libc::O_TRUNC != 0 {
+            if flags.acc_mode() != OpenAccMode::O_RDONLY && flags.0 & libc::O_TRUNC != 0 {
+                let mut file = lock(&file);
+                file.dirty |= file.size != 0 || file.buffer.as_ref().is_some_and(|b| !b.is_empty());
                 file.buffer = Some(Vec::new());
                 file.size = 0;
-                file.dirty = child.size != 0;
+                file.modified = SystemTime::now();
             }
-            let mut state = self.state();
-            let handle = state.handle();
-            state.files.insert(handle, Arc::new(Mutex::new(file)));
             Ok(handle)
         })();
         match opened {
@@ -674,12 +735,7 @@ impl Filesystem for MountFs {
         let created = (|| {
             self.writable()?;
             let path = join(&self.state().path(parent)?, name_of(name)?);
-            let mut state = self.state();
-            // A name that was removed before is a new file now.
-            if let Some(old) = state.inodes.get(&path).copied() {
-                state.removed.remove(&old);
-            }
-            let inode = state.inode(&path);
+            let inode = self.state().inode(&path);
             let now = SystemTime::now();
             let file = OpenFile {
                 inode,
@@ -689,10 +745,8 @@ impl Filesystem for MountFs {
                 modified: now,
                 buffer: Some(Vec::new()),
                 dirty: true,
-                writing: true,
             };
-            let handle = state.handle();
-            state.files.insert(handle, Arc::new(Mutex::new(file)));
+            let (handle, _) = self.hold(inode, Some(file)).ok_or(Errno::EIO)?;
             Ok((self.attr(inode, false, 0, now), handle))
         })();
         match created {
@@ -793,12 +847,27 @@ impl Filesystem for MountFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let file = self.state().files.remove(&handle.0);
-        // Whatever a flush did not save (a write after the last close of a
-        // duplicated descriptor, say) is saved now.
-        match file.map(|file| self.save(&mut lock(&file))) {
-            Some(Err(errno)) => reply.error(errno),
-            _ => reply.ok(),
+        let last = {
+            let mut state = self.state();
+            let inode = state.handles.remove(&handle.0);
+            inode.and_then(|inode| {
+                let opened = state.files.get_mut(&inode)?;
+                opened.handles -= 1;
+                (opened.handles == 0).then(|| (inode, opened.file.clone()))
+            })
+        };
+        let Some((inode, file)) = last else { return reply.ok() };
+        // Whatever the flushes did not save is saved now, while the file is
+        // still open to anyone who opens it meanwhile.
+        let saved = self.save(&mut lock(&file));
+        let mut state = self.state();
+        if state.files.get(&inode).is_some_and(|opened| opened.handles == 0) {
+            state.files.remove(&inode);
+        }
+        drop(state);
+        match saved {
+            Ok(()) => reply.ok(),
+            Err(errno) => reply.error(errno),
         }
     }
 
@@ -806,6 +875,7 @@ impl Filesystem for MountFs {
         let opened = (|| {
             let path = self.state().path(inode)?;
             let listing = self.listing(&path).map_err(|failure| failure.errno())?;
+            let pending = self.created_in(&path, &listing);
             let mut state = self.state();
             let parent = if inode == INodeNo::ROOT { inode.0 } else { state.inode(split(&path).0) };
             let mut entries =
@@ -814,6 +884,7 @@ impl Filesystem for MountFs {
                 let kind = if child.directory { FileType::Directory } else { FileType::RegularFile };
                 entries.push((state.inode(&join(&path, &child.name)), kind, child.name.clone()));
             }
+            entries.extend(pending.into_iter().map(|(inode, name)| (inode, FileType::RegularFile, name)));
             let handle = state.handle();
             state.folders.insert(handle, Arc::new(entries));
             Ok(handle)

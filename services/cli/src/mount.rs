@@ -190,7 +190,7 @@ async fn follow(remote: Remote, root: String, shared: std::sync::Arc<Shared>) {
     loop {
         if let Ok(mut events) = remote.watch(&root).await {
             while let Ok(Some(event)) = events.message().await {
-                shared.changed(&event.path, &event.old_path);
+                shared.seen(event.revision, &event.path, &event.old_path);
             }
         }
         shared.forget_listings();

@@ -3,7 +3,7 @@
 //! change comes through the mount or `Watch` reports one), open files
 //! buffered locally and saved as one version when closed or fsynced.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -49,7 +49,13 @@ pub struct MountFs {
 #[derive(Debug)]
 pub struct Shared {
     state: Mutex<State>,
+    /// Revisions this mount made, whose changes its listings already show:
+    /// their `Watch` events change nothing here.
+    own: Mutex<VecDeque<u64>>,
 }
+
+/// How many of its own revisions the mount remembers.
+const OWN_REVISIONS: usize = 4096;
 
 #[derive(Debug)]
 struct State {
@@ -129,6 +135,52 @@ fn name_of(name: &OsStr) -> Result<&str, Errno> {
 }
 
 impl Shared {
+    /// A change seen on `Watch`: forgets the listings it makes stale,
+    /// unless the change is this mount's own.
+    pub fn seen(&self, revision: u64, path: &str, old_path: &str) {
+        if lock(&self.own).contains(&revision) {
+            return;
+        }
+        self.changed(path, old_path);
+    }
+
+    /// Remembers a revision this mount made.
+    fn made(&self, revision: u64) {
+        let mut own = lock(&self.own);
+        if own.len() == OWN_REVISIONS {
+            own.pop_front();
+        }
+        own.push_back(revision);
+    }
+
+    /// This mount changed the folder `folder`: `update` edits its listing
+    /// where it is kept, so that the next lookup needs no call.
+    fn update(&self, folder: &str, update: impl FnOnce(&mut Vec<Child>)) {
+        let mut state = lock(&self.state);
+        if let Some(listing) = state.listings.get_mut(folder) {
+            update(Arc::make_mut(&mut listing.children));
+        }
+    }
+
+    /// `child` is now in `folder` (replacing one of the same name).
+    fn put(&self, folder: &str, child: Child) {
+        self.update(folder, |children| match children.iter_mut().find(|c| c.name == child.name) {
+            Some(existing) => *existing = child,
+            None => children.push(child),
+        });
+    }
+
+    /// `name` is no longer in `folder`.
+    fn take(&self, folder: &str, name: &str) -> Option<Child> {
+        let mut taken = None;
+        self.update(folder, |children| {
+            if let Some(index) = children.iter().position(|c| c.name == name) {
+                taken = Some(children.remove(index));
+            }
+        });
+        taken
+    }
+
     /// Forgets the listings a change at `path` (and `old_path`) makes stale.
     pub fn changed(&self, path: &str, old_path: &str) {
         let mut state = lock(&self.state);
@@ -208,7 +260,7 @@ impl MountFs {
         state.paths.insert(INodeNo::ROOT.0, root.to_owned());
         state.inodes.insert(root.to_owned(), INodeNo::ROOT.0);
         let content = Mutex::new(ContentCache::new(options.cache_bytes));
-        let shared = Arc::new(Shared { state: Mutex::new(state) });
+        let shared = Arc::new(Shared { state: Mutex::new(state), own: Mutex::new(VecDeque::new()) });
         MountFs { remote, options, shared, content, mounted: SystemTime::now() }
     }
 
@@ -338,11 +390,21 @@ impl MountFs {
         let bytes = file.buffer.as_deref().unwrap_or_default();
         match self.remote.save(&path, file.version, bytes) {
             Ok(saved) => {
+                self.shared.made(saved.revision);
                 lock(&self.content).put(saved.hash.clone(), Arc::new(bytes.to_vec()));
+                let (folder, name) = split(&path);
+                let child = Child {
+                    name: name.to_owned(),
+                    directory: false,
+                    size: bytes.len() as u64,
+                    version: saved.version,
+                    hash: saved.hash.clone(),
+                    modified: file.modified,
+                };
+                self.shared.put(folder, child);
                 file.version = saved.version;
                 file.hash = saved.hash;
                 file.dirty = false;
-                self.shared.changed(&path, "");
                 Ok(())
             }
             Err(Failure::Conflict(message) | Failure::Errno(Errno::EEXIST, message)) => {
@@ -429,10 +491,16 @@ impl MountFs {
     }
 
     fn apply(&self, actions: Vec<pb::batch_action::Action>) -> Result<(), Errno> {
-        self.remote.batch(actions).map_err(|failure| {
-            eprintln!("agentvfs mount: {failure}");
-            failure.errno()
-        })
+        match self.remote.batch(actions) {
+            Ok(revision) => {
+                self.shared.made(revision);
+                Ok(())
+            }
+            Err(failure) => {
+                eprintln!("agentvfs mount: {failure}");
+                Err(failure.errno())
+            }
+        }
     }
 
     fn do_rename(&self, from: &str, to: &str, flags: RenameFlags) -> Result<(), Errno> {
@@ -485,8 +553,14 @@ impl MountFs {
         let mut state = self.state();
         state.remove(to);
         state.rename(from, to);
+        // Listings of a renamed folder and of what was in it go.
+        let (old_below, new_below) = (format!("{from}/"), format!("{to}/"));
+        state.listings.retain(|folder, _| {
+            !(folder == from || folder == to || folder.starts_with(&old_below) || folder.starts_with(&new_below))
+        });
         drop(state);
-        self.shared.changed(from, to);
+        self.shared.take(from_folder, from_name);
+        self.shared.put(to_folder, Child { name: to_name.to_owned(), ..source });
         Ok(())
     }
 
@@ -605,9 +679,22 @@ impl Filesystem for MountFs {
             self.writable()?;
             let path = join(&self.state().path(parent)?, name_of(name)?);
             self.apply(vec![pb::batch_action::Action::Mkdir(pb::MkdirAction { path: path.clone() })])?;
-            self.shared.changed(&path, "");
-            let inode = self.state().inode(&path);
-            Ok(self.attr(inode, true, 0, SystemTime::now()))
+            let now = SystemTime::now();
+            let (folder, name) = split(&path);
+            let made = Child {
+                name: name.to_owned(),
+                directory: true,
+                size: 0,
+                version: 0,
+                hash: String::new(),
+                modified: now,
+            };
+            self.shared.put(folder, made);
+            let mut state = self.state();
+            // A new folder is empty: nothing to ask for its first lookups.
+            state.listings.insert(path.clone(), Listing { fetched: Instant::now(), children: Arc::default() });
+            let inode = state.inode(&path);
+            Ok(self.attr(inode, true, 0, now))
         })();
         match made {
             Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
@@ -624,7 +711,8 @@ impl Filesystem for MountFs {
             }
             self.apply(vec![pb::batch_action::Action::Trash(pb::TrashAction { path: path.clone() })])?;
             self.state().remove(&path);
-            self.shared.changed(&path, "");
+            let (folder, name) = split(&path);
+            self.shared.take(folder, name);
             Ok(())
         })();
         match removed {
@@ -644,8 +732,12 @@ impl Filesystem for MountFs {
                 return Err(Errno::ENOTEMPTY);
             }
             self.apply(vec![pb::batch_action::Action::Trash(pb::TrashAction { path: path.clone() })])?;
-            self.state().remove(&path);
-            self.shared.changed(&path, "");
+            let mut state = self.state();
+            state.remove(&path);
+            state.listings.remove(&path);
+            drop(state);
+            let (folder, name) = split(&path);
+            self.shared.take(folder, name);
             Ok(())
         })();
         match removed {

@@ -81,7 +81,7 @@ fn retryable(status: &tonic::Status) -> bool {
 }
 
 /// One directory entry as the front lists it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Child {
     pub name: String,
     pub directory: bool,
@@ -111,6 +111,8 @@ impl Child {
 pub struct Saved {
     pub version: u64,
     pub hash: String,
+    /// The space revision the save made.
+    pub revision: u64,
 }
 
 /// The front, as the mount calls it: one space, the mount's session and
@@ -215,7 +217,7 @@ impl Remote {
                 let request = request.clone();
                 async move { client.fs.write(request).await.map(tonic::Response::into_inner) }
             })?;
-            return Ok(Saved { version: reply.version, hash: reply.hash });
+            return Ok(Saved { version: reply.version, hash: reply.hash, revision: reply.revision });
         }
         use pb::upload_chunk::Part;
         let header = pb::UploadHeader {
@@ -234,11 +236,11 @@ impl Remote {
                 .collect::<Vec<_>>();
             async move { client.fs.upload(tokio_stream::iter(chunks)).await.map(tonic::Response::into_inner) }
         })?;
-        Ok(Saved { version: reply.version, hash: reply.hash })
+        Ok(Saved { version: reply.version, hash: reply.hash, revision: reply.revision })
     }
 
-    /// Applies `actions` as one atomic batch.
-    pub fn batch(&self, actions: Vec<pb::batch_action::Action>) -> Result<(), Failure> {
+    /// Applies `actions` as one atomic batch; returns the revision it made.
+    pub fn batch(&self, actions: Vec<pb::batch_action::Action>) -> Result<u64, Failure> {
         let request = pb::BatchRequest {
             space: self.space.clone(),
             actions: actions.into_iter().map(|action| pb::BatchAction { action: Some(action) }).collect(),
@@ -256,7 +258,7 @@ impl Remote {
                 let error = outcome.error.unwrap_or_default();
                 Err(failure_of(Code::from_i32(error.code), &error.reason, &error.message))
             }
-            None => Ok(()),
+            None => Ok(reply.revision),
         }
     }
 

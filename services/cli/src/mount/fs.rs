@@ -212,11 +212,14 @@ impl State {
         inode
     }
 
-    /// The path is gone: a later file there is another inode.
+    /// The path is gone: a later file there is another inode, and an open
+    /// file that was there saves nothing when it is closed.
     fn remove(&mut self, path: &str) {
         if let Some(inode) = self.inodes.remove(path) {
             self.paths.remove(&inode);
-            self.removed.insert(inode);
+            if self.files.contains_key(&inode) {
+                self.removed.insert(inode);
+            }
         }
     }
 
@@ -503,6 +506,18 @@ impl MountFs {
         }
     }
 
+    /// Moves the file or (empty) folder at `path` to the trash.
+    fn trash(&self, path: &str) -> Result<(), Errno> {
+        self.apply(vec![pb::batch_action::Action::Trash(pb::TrashAction { path: path.to_owned() })])?;
+        let mut state = self.state();
+        state.remove(path);
+        state.listings.remove(path);
+        drop(state);
+        let (folder, name) = split(path);
+        self.shared.take(folder, name);
+        Ok(())
+    }
+
     fn do_rename(&self, from: &str, to: &str, flags: RenameFlags) -> Result<(), Errno> {
         use pb::batch_action::Action;
         if flags.contains(RenameFlags::RENAME_EXCHANGE) {
@@ -709,11 +724,7 @@ impl Filesystem for MountFs {
             if self.child(&path)?.ok_or(Errno::ENOENT)?.directory {
                 return Err(Errno::EISDIR);
             }
-            self.apply(vec![pb::batch_action::Action::Trash(pb::TrashAction { path: path.clone() })])?;
-            self.state().remove(&path);
-            let (folder, name) = split(&path);
-            self.shared.take(folder, name);
-            Ok(())
+            self.trash(&path)
         })();
         match removed {
             Ok(()) => reply.ok(),
@@ -731,14 +742,7 @@ impl Filesystem for MountFs {
             if !self.remote.list(&path).map_err(|failure| failure.errno())?.is_empty() {
                 return Err(Errno::ENOTEMPTY);
             }
-            self.apply(vec![pb::batch_action::Action::Trash(pb::TrashAction { path: path.clone() })])?;
-            let mut state = self.state();
-            state.remove(&path);
-            state.listings.remove(&path);
-            drop(state);
-            let (folder, name) = split(&path);
-            self.shared.take(folder, name);
-            Ok(())
+            self.trash(&path)
         })();
         match removed {
             Ok(()) => reply.ok(),
@@ -955,6 +959,7 @@ impl Filesystem for MountFs {
         let mut state = self.state();
         if state.files.get(&inode).is_some_and(|opened| opened.handles == 0) {
             state.files.remove(&inode);
+            state.removed.remove(&inode);
         }
         drop(state);
         match saved {

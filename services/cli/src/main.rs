@@ -28,6 +28,10 @@
 //! changes); with `--session`, the front instead requires a `read` of the
 //! file in that session.
 //!
+//! `agentvfs mount [SPACE:]PATH DIR` mounts a space's folder on a local
+//! directory (FUSE) until Ctrl-C or SIGTERM: each file written there is saved
+//! as one version when it is closed (see the `mount` module).
+//!
 //! `pull-folder SPACE:PATH DIR` checks a folder out into a new local directory
 //! (original bytes, empty folders, and a private journal `.agentvfs-sync.json`
 //! with the base version and hash of every entry; `--resume` finishes an

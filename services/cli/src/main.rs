@@ -188,7 +188,11 @@ fn main() -> ExitCode {
     }
     if let Command::Mount(args) = cli.command {
         let Global { addr, token, space, session, json } = cli.global;
-        return match runtime.block_on(mount::run(&addr, token.as_deref(), &space, session.as_deref(), args)) {
+        let mounted = runtime.block_on(mount::run(&addr, token.as_deref(), &space, session.as_deref(), args));
+        // A mount still serving files left open past the grace period runs
+        // on a blocking thread: exit without waiting for it.
+        runtime.shutdown_background();
+        return match mounted {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 error.report(json, "mount");

@@ -280,3 +280,17 @@ fn a_lost_front_fails_calls_with_eio_and_the_mount_serves_again_once_it_is_back(
     assert!(stack.ok(&["read", "/l/b.txt"]).contains("after"));
     assert_eq!(std::fs::read_to_string(mnt.join("a.txt")).unwrap(), "before\n");
 }
+
+#[test]
+fn a_mount_still_in_use_unmounts_and_exits_on_sigterm() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/u/a.txt", "--content", "a\n"]);
+    let mnt = stack.temp.path().join("mnt");
+    let mut mount = Mount::start(&stack, "/u", &mnt, &[]);
+    // A shell whose working directory is on the mount keeps it busy.
+    let _busy = Killed(Command::new("sleep").arg("120").current_dir(&mnt).spawn().unwrap());
+    let started = Instant::now();
+    assert!(mount.stop().success(), "{}", mount.log());
+    assert!(started.elapsed() < Duration::from_secs(20), "stopping took {:?}", started.elapsed());
+    assert!(!mounted(&mnt), "still mounted after SIGTERM");
+}

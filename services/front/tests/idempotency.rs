@@ -8,6 +8,7 @@ mod support;
 use std::time::Duration;
 
 use agentvfs_proto::v1 as pb;
+use agentvfs_proto::v1::batch_action::Action;
 use support::{Front, assert_error, read, write_text};
 use tonic::Code;
 
@@ -100,6 +101,30 @@ on_both_engines! {
         let created = fs.write(keyed(write_text("s", "/f.txt", "x"), "k")).await.unwrap().into_inner();
         assert_eq!(fs.write(keyed(write_text("s", "/f.txt", "x"), "k")).await.unwrap().into_inner(), created);
         assert_eq!(versions(&front, "/f.txt").await, 1);
+    }
+
+    #[tokio::test]
+    async fn a_batch_the_store_fails_keeps_no_receipt_and_applies_when_sent_again() {
+        // The commit after the space's fails as an unreachable store would: the call
+        // fails as a whole, and its key does not replay the failure.
+        let (binary, _) = support::failpoint_binaries();
+        let front = Front::start_binary(&binary, &[], &[("FAILPOINTS", "store::before_commit=1*off->1*return")]).await;
+        front.space("s").await;
+        let mut fs = front.fs().await;
+        let create = |path: &str, content: &str| {
+            Action::Create(pb::CreateAction { path: path.into(), content: content.into() })
+        };
+        let batch = support::apply_batch("s", vec![create("/a.txt", "a\n"), create("/b.txt", "b\n")], "b1");
+        let failed = fs.batch(batch.clone()).await.unwrap_err();
+        assert_error(&failed, Code::Unavailable, "STORE_UNAVAILABLE");
+        let missing = fs.read(read("s", "/a.txt")).await.unwrap_err();
+        assert_error(&missing, Code::NotFound, "NOT_FOUND");
+
+        let applied = fs.batch(batch.clone()).await.unwrap().into_inner();
+        assert_eq!(applied.failed_index, None, "{applied:?}");
+        assert_eq!(applied.applied, 2);
+        assert_eq!(fs.read(read("s", "/b.txt")).await.unwrap().into_inner().content, "b\n");
+        assert_eq!(fs.batch(batch).await.unwrap().into_inner(), applied);
     }
 
     #[tokio::test]

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use agentvfs_proto::v1 as pb;
 use prost::Message as _;
+use tonic::Code;
 
 use super::edit::{check_base, failure, parse_edits};
 use super::{Front, Target, idempotency, reference_error};
@@ -21,7 +22,8 @@ const MAX_ACTIONS: usize = 20;
 const MAX_REQUEST_BYTES: usize = 2 << 20;
 
 /// Previews or applies a batch; a failing action is reported in the
-/// response (`failed_index`), never half-applied.
+/// response (`failed_index`), never half-applied. A failing service (the
+/// store unreachable, a conflict to retry) fails the call instead.
 pub(super) fn batch(front: &Front, caller: &Caller, req: &pb::BatchRequest) -> Result<pb::BatchResponse> {
     if req.actions.is_empty() || req.actions.len() > MAX_ACTIONS {
         return Err(Error::new(
@@ -133,6 +135,11 @@ fn plan(
     let response = match planned {
         Ok((response, _)) if response.applied_changes => return Ok(response),
         Ok((response, _)) => response,
+        // The service failed, not an action: the call fails as a whole and
+        // keeps no receipt, so the same call can be sent again.
+        Err(error) if error.reason.retryable() || matches!(error.reason.code(), Code::Internal | Code::DataLoss) => {
+            return Err(error);
+        }
         Err(error) => {
             // A quota failure belongs to the whole batch; it is reported on its last action.
             let index = failed.unwrap_or(req.actions.len() - 1);

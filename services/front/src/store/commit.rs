@@ -319,7 +319,13 @@ impl Store {
         let mut uploads: HashMap<Hash, content::Uploaded> = HashMap::new();
         let uploaded = self.upload_new_content(commits, &mut uploads);
         let committed = uploaded.and_then(|()| {
-            fault_point!("store::before_commit");
+            // A `panic` action crashes the front here; a `return` action
+            // fails the commit as an unreachable store would.
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("store::before_commit", |_| Err(Error::new(
+                Reason::StoreUnavailable,
+                "The store failed the commit at the store::before_commit fault point; nothing was changed."
+            )));
             self.transact(|tx| {
                 for (commit, prepared) in commits.iter().zip(&prepared) {
                     write_commit(tx, commit, prepared, &uploads)?;

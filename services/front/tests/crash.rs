@@ -611,18 +611,14 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
         }
         tasks.sort_by_key(|t| t.id);
         check_revisions(&stack, &mut history, cycle).await;
-        check_chains(&mut fs, &mut history, Some(&touched), cycle).await;
+        check_chains(&fs, &mut history, Some(&touched), cycle).await;
     }
 
     // Once more, every version of every file from the first, and its bytes.
     let mut fs = stack.front.fs().await;
     history.verified.clear();
-    check_chains(&mut fs, &mut history, None, cycles).await;
-    for made in &history.made {
-        let request = pb::ReadRequest { version: made.version, ..full(read(&made.space, &made.path)) };
-        let back = fs.read(request).await.unwrap().into_inner();
-        assert_eq!(back.content, made.content, "{}: {}@{}", made.key, made.path, made.version);
-    }
+    check_chains(&fs, &mut history, None, cycles).await;
+    check_contents(&fs, &history.made).await;
     check_index(&stack, &mut fs, &history).await;
     // The background work moved from front to front as its holders died.
     let lease = match &database {
@@ -667,6 +663,28 @@ fn lease_generation(url: &str) -> u64 {
     store.lease().unwrap().map_or(0, |lease| lease.generation)
 }
 
+/// Every version `made` holds its bytes, read back over a few calls at a
+/// time.
+async fn check_contents(fs: &FileSystemClient<Channel>, made: &[Made]) {
+    const READERS: usize = 8;
+    let mut readers = tokio::task::JoinSet::new();
+    for share in made.chunks(made.len().div_ceil(READERS).max(1)) {
+        let (mut fs, share) = (fs.clone(), share.to_vec());
+        readers.spawn(async move {
+            for made in share {
+                let request = pb::ReadRequest { version: made.version, ..full(read(&made.space, &made.path)) };
+                let back = fs.read(request).await.unwrap().into_inner();
+                assert_eq!(back.content, made.content, "{}: {}@{}", made.key, made.path, made.version);
+            }
+        });
+    }
+    while let Some(done) = readers.join_next().await {
+        if let Err(failed) = done {
+            std::panic::resume_unwind(failed.into_panic());
+        }
+    }
+}
+
 /// Space revisions never go back.
 async fn check_revisions(stack: &Stack, history: &mut History, cycle: usize) {
     let mut admin = stack.front.admin().await;
@@ -685,7 +703,7 @@ async fn check_revisions(stack: &Stack, history: &mut History, cycle: usize) {
 /// change made one, and no key that failed appears. Checks the versions
 /// above those already verified of each path in `only` (all if `None`).
 async fn check_chains(
-    fs: &mut FileSystemClient<Channel>,
+    fs: &FileSystemClient<Channel>,
     history: &mut History,
     only: Option<&BTreeSet<FileKey>>,
     cycle: usize,
@@ -702,34 +720,26 @@ async fn check_chains(
     if let Some(only) = only {
         by_path.retain(|path, _| only.contains(path));
     }
+    // The versions above those checked, fetched for every path at once.
+    let mut listings = tokio::task::JoinSet::new();
+    for (space, path) in by_path.keys().cloned() {
+        let floor = history.verified.get(&(space.clone(), path.clone())).copied().unwrap_or(0);
+        let fs = fs.clone();
+        listings.spawn(async move {
+            let stored = versions_above(fs, &space, &path, floor).await;
+            ((space, path), stored)
+        });
+    }
+    let mut listed = BTreeMap::new();
+    while let Some(done) = listings.join_next().await {
+        let (file, stored) = done.unwrap_or_else(|failed| std::panic::resume_unwind(failed.into_panic()));
+        listed.insert(file, stored);
+    }
     for ((space, path), expected) in by_path {
         let floor = history.verified.get(&(space.clone(), path.clone())).copied().unwrap_or(0);
         let mut expected: Vec<_> = expected.into_iter().filter(|(v, _, _)| *v > floor).collect();
         expected.sort();
-        // Newest first: stop at the first page that reaches checked versions.
-        let mut stored = Vec::new();
-        let mut token = String::new();
-        loop {
-            let request = pb::ListVersionsRequest {
-                space: space.clone(),
-                path: path.clone(),
-                page_size: 200,
-                page_token: token,
-                ..Default::default()
-            };
-            let page = fs.list_versions(request).await.unwrap().into_inner();
-            let reached = page.versions.iter().any(|v| v.version <= floor);
-            stored.extend(
-                page.versions
-                    .into_iter()
-                    .filter(|v| v.version > floor)
-                    .map(|v| (v.version, v.idempotency_key, v.revision)),
-            );
-            if reached || page.next_page_token.is_empty() {
-                break;
-            }
-            token = page.next_page_token;
-        }
+        let mut stored = listed.remove(&(space.clone(), path.clone())).unwrap_or_default();
         stored.sort();
         for (_, key, _) in &stored {
             assert!(!history.failed.contains(key), "cycle {cycle}: {space}:{path} has a version from failed {key}");
@@ -739,6 +749,36 @@ async fn check_chains(
         assert_eq!(numbers, contiguous, "cycle {cycle}: {space}:{path} has gaps");
         assert_eq!(stored, expected, "cycle {cycle}: {space}:{path}: versions and acknowledged changes differ");
         history.verified.insert((space, path), floor + numbers.len() as u64);
+    }
+}
+
+/// (version, idempotency key, revision) of each version of `path` above
+/// `floor`, newest pages first: stops at the first page that reaches `floor`.
+async fn versions_above(
+    mut fs: FileSystemClient<Channel>,
+    space: &str,
+    path: &str,
+    floor: u64,
+) -> Vec<(u64, String, u64)> {
+    let mut stored = Vec::new();
+    let mut token = String::new();
+    loop {
+        let request = pb::ListVersionsRequest {
+            space: space.to_owned(),
+            path: path.to_owned(),
+            page_size: 200,
+            page_token: token,
+            ..Default::default()
+        };
+        let page = fs.list_versions(request).await.unwrap().into_inner();
+        let reached = page.versions.iter().any(|v| v.version <= floor);
+        stored.extend(
+            page.versions.into_iter().filter(|v| v.version > floor).map(|v| (v.version, v.idempotency_key, v.revision)),
+        );
+        if reached || page.next_page_token.is_empty() {
+            return stored;
+        }
+        token = page.next_page_token;
     }
 }
 

@@ -4,9 +4,11 @@
 //!
 //! - A file is buffered locally while it is open and saved as one new
 //!   version when it is closed or fsynced, against the version seen when it
-//!   was opened. If the file changed on the server meanwhile, the close fails
-//!   with `EIO`, nothing is overwritten, and the local copy is kept in the
-//!   recovery folder (`--recovery-dir`), which the log on stderr names.
+//!   was opened (an empty file when its last descriptor closes, since a
+//!   shell's `> file` closes a duplicate before it writes). If the file
+//!   changed on the server meanwhile, the close fails with `EIO`, nothing is
+//!   overwritten, and the local copy is kept in the recovery folder
+//!   (`--recovery-dir`), which the log on stderr names.
 //! - Content is fetched by version and kept by hash in a bounded cache
 //!   (`--cache-bytes`); attributes and listings are kept for a second, and
 //!   `Watch` drops the listings a change elsewhere makes stale.
@@ -14,8 +16,10 @@
 //!   rename(2) does, in one atomic batch), unlink and rmdir (to the trash)
 //!   are the service's own operations, never copies.
 //! - Symbolic and hard links, device files and extended attributes are
-//!   `ENOTSUP`; modes, owners and times are the service's (files 0644,
-//!   folders 0755, times from versions).
+//!   `ENOTSUP`. The executable bit is each version's own: chmod(2) that
+//!   flips it saves a version, and a file created with any `x` bit has it.
+//!   Other mode bits, owners and times are the service's (files 0644 or
+//!   0755, folders 0755, times from versions).
 //! - Every call has a deadline: a front that does not answer fails the
 //!   operation with `EIO`, and the mount serves again once it answers.
 //!

@@ -168,6 +168,56 @@ fn git_cp_and_grep_work_on_a_mount_and_every_save_is_a_version() {
     assert!(!mounted(&mnt), "still mounted after SIGTERM");
 }
 
+#[test]
+fn the_executable_bit_is_kept_both_ways() {
+    let stack = Stack::start();
+    let script = "#!/bin/sh\necho from the service\n";
+    stack.ok(&["write", "/x/tool.sh", "--content", script, "--executable", "true"]);
+    let mnt = stack.temp.path().join("mnt");
+    let mut mount = Mount::start(&stack, "/x", &mnt, &[]);
+    let executable = |name: &str| -> bool {
+        let listing = stack.ok(&["--json", "ls", "/x"]);
+        let page: serde_json::Value = serde_json::from_str(&listing).unwrap();
+        let entries = page["entries"].as_array().unwrap();
+        let entry = entries.iter().find(|e| e["name"] == name).unwrap_or_else(|| panic!("{name} in {listing}"));
+        entry["executable"].as_bool().unwrap_or(false)
+    };
+
+    // Written elsewhere with the bit: it runs from the mount.
+    assert_eq!(sh(&mnt, "stat -c %a tool.sh"), "755\n");
+    assert_eq!(sh(&mnt, "./tool.sh"), "from the service\n");
+
+    // Made executable on the mount: a version with the bit, and back off.
+    sh(&mnt, "printf '#!/bin/sh\\necho made here\\n' > made.sh && chmod +x made.sh");
+    assert_eq!(sh(&mnt, "./made.sh"), "made here\n");
+    assert!(executable("made.sh"));
+    sh(&mnt, "chmod -x tool.sh");
+    assert!(!executable("tool.sh"));
+    assert_eq!(sh(&mnt, "stat -c %a tool.sh"), "644\n");
+    // Other mode bits are the service's: a chmod that keeps the bit saves nothing.
+    sh(&mnt, "chmod 700 made.sh");
+    assert_eq!(sh(&mnt, "stat -c %a made.sh"), "755\n");
+    for (file, count) in [("tool.sh", 2), ("made.sh", 2)] {
+        let versions = stack.ok(&["versions", &format!("/x/{file}")]);
+        assert_eq!(versions.lines().filter(|line| line.contains('v')).count(), count, "{versions}");
+    }
+
+    // A clone keeps its scripts executable, and git sees no mode change.
+    let local = stack.temp.path().join("local");
+    std::fs::create_dir(&local).unwrap();
+    sh(
+        &local,
+        "printf '#!/bin/sh\\necho cloned\\n' > run.sh && chmod 755 run.sh && echo data > plain.txt \
+         && git init -q . && git add . && git -c user.email=a@example.com -c user.name=agent commit -qm local",
+    );
+    sh(stack.temp.path(), "git clone -q --no-hardlinks file://$PWD/local mnt/cloned");
+    assert_eq!(sh(&mnt.join("cloned"), "git status --porcelain"), "");
+    assert_eq!(sh(&mnt.join("cloned"), "./run.sh"), "cloned\n");
+    assert_eq!(sh(&mnt.join("cloned"), "stat -c %a run.sh plain.txt"), "755\n644\n");
+
+    assert!(mount.stop().success(), "{}", mount.log());
+}
+
 /// Opens the file in argv[1] to write, writes a draft, says `written`,
 /// waits for a line, then fsyncs and says how that went.
 const CONFLICTED_WRITER: &str = r#"

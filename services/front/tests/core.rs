@@ -8,8 +8,18 @@
 mod support;
 
 use agentvfs_proto::v1 as pb;
-use support::{Front, assert_error, metadata, read, write_bytes, write_text};
+use agentvfs_proto::v1::batch_action::Action;
+use agentvfs_proto::v1::file_system_client::FileSystemClient;
+use support::{Front, apply_batch, assert_error, metadata, read, write_bytes, write_text};
 use tonic::Code;
+use tonic::transport::Channel;
+
+/// The entry of `path` in space `s`, listed.
+async fn entry(fs: &mut FileSystemClient<Channel>, path: &str) -> pb::Entry {
+    let request = pb::ListRequest { space: "s".into(), recursive: true, ..Default::default() };
+    let listing = fs.list(request).await.unwrap().into_inner();
+    listing.entries.into_iter().find(|e| e.path == path).unwrap()
+}
 
 on_both_engines! {
     #[tokio::test]
@@ -554,5 +564,62 @@ on_both_engines! {
         front.fs().await.write(write_text("s", "/a.txt", "kept")).await.unwrap();
         let status = front.terminate().await;
         assert!(status.success(), "{status:?}");
+    }
+
+    #[tokio::test]
+    async fn the_executable_bit_is_a_property_of_each_version() {
+        let front = Front::start().await;
+        front.space("s").await;
+        let mut fs = front.fs().await;
+        let script = "#!/bin/sh\necho hi\n";
+        let executable = |on| pb::WriteRequest { executable: Some(on), ..write_text("s", "/bin/run.sh", script) };
+
+        assert_eq!(fs.write(executable(true)).await.unwrap().into_inner().version, 1);
+        assert!(entry(&mut fs, "/bin/run.sh").await.executable);
+        // A write that leaves the bit unset keeps it.
+        let kept = fs.write(write_text("s", "/bin/run.sh", "#!/bin/sh\necho hello\n")).await.unwrap().into_inner();
+        assert_eq!(kept.version, 2);
+        assert!(entry(&mut fs, "/bin/run.sh").await.executable);
+        // Changing only the bit makes a version; the same bit again does not.
+        let back = fs.write(pb::WriteRequest { executable: Some(false), ..write_text("s", "/bin/run.sh", "#!/bin/sh\necho hello\n") });
+        assert_eq!(back.await.unwrap().into_inner().version, 3);
+        assert!(!entry(&mut fs, "/bin/run.sh").await.executable);
+        let same = fs.write(pb::WriteRequest { executable: Some(false), ..write_text("s", "/bin/run.sh", "#!/bin/sh\necho hello\n") });
+        assert_eq!(same.await.unwrap().into_inner().version, 3);
+        let request = pb::ListVersionsRequest { space: "s".into(), path: "/bin/run.sh".into(), ..Default::default() };
+        let versions = fs.list_versions(request).await.unwrap().into_inner().versions;
+        let bits: Vec<_> = versions.iter().map(|v| (v.version, v.executable)).collect();
+        assert_eq!(bits, [(3, false), (2, true), (1, true)]);
+
+        // Copies, moves and a trip through the trash keep it; an edit too.
+        fs.write(executable(true)).await.unwrap();
+        let copy = pb::CopyAction { from: "/bin/run.sh".into(), to_folder: "/".into(), name: "copy.sh".into() };
+        fs.batch(apply_batch("s", vec![Action::Copy(copy)], "c")).await.unwrap();
+        fs.batch(apply_batch("s", vec![Action::Trash(pb::TrashAction { path: "/bin".into() })], "t")).await.unwrap();
+        let restore = pb::RestoreRequest { space: "s".into(), reference: "/bin".into(), ..Default::default() };
+        front.admin().await.restore(restore).await.unwrap();
+        let edit = pb::EditRequest {
+            space: "s".into(),
+            path: "/copy.sh".into(),
+            edits: vec![support::replace("hi", "there")],
+            base_version: Some(1),
+            ..Default::default()
+        };
+        fs.edit(edit).await.unwrap();
+        assert!(entry(&mut fs, "/bin/run.sh").await.executable);
+        assert!(entry(&mut fs, "/copy.sh").await.executable);
+        // A new file has no bit unless it is given.
+        fs.write(write_text("s", "/plain.txt", "text\n")).await.unwrap();
+        assert!(!entry(&mut fs, "/plain.txt").await.executable);
+
+        // Downloads carry it, and a restart keeps it.
+        let mut front = front;
+        front.crash_and_restart().await;
+        let mut fs = front.fs().await;
+        assert!(entry(&mut fs, "/copy.sh").await.executable);
+        let download = pb::DownloadRequest { space: "s".into(), path: "/copy.sh".into(), ..Default::default() };
+        let mut chunks = fs.download(download).await.unwrap().into_inner();
+        let header = chunks.message().await.unwrap().unwrap().header.unwrap();
+        assert!(header.executable);
     }
 }

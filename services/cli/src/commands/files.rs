@@ -202,6 +202,9 @@ pub struct WriteArgs {
     /// Fail unless the latest version is N (0 = the file must not exist).
     #[arg(long, value_name = "N")]
     expected_version: Option<u64>,
+    /// Set (true) or clear (false) the executable bit; without it the file keeps its bit.
+    #[arg(long, value_name = "BOOL")]
+    executable: Option<bool>,
     #[arg(long, value_name = "KEY", default_value = "", allow_hyphen_values = true)]
     idempotency_key: String,
 }
@@ -232,6 +235,7 @@ pub async fn write(ctx: &mut Context, args: WriteArgs) -> Result<(), CliError> {
         body: Some(body),
         mode: mode as i32,
         expected_version: args.expected_version,
+        executable: args.executable,
         idempotency_key: args.idempotency_key,
         ..Default::default()
     };

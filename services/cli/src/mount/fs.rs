@@ -106,6 +106,20 @@ struct OpenFile {
     buffer: Option<Vec<u8>>,
     /// Changed since the last save.
     dirty: bool,
+    executable: bool,
+}
+
+/// What an inode is, as its mode shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Directory,
+    File { executable: bool },
+}
+
+impl Shape {
+    fn of(child: &Child) -> Shape {
+        if child.directory { Shape::Directory } else { Shape::File { executable: child.executable } }
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -279,18 +293,27 @@ impl MountFs {
     /// The size of `inode` as an open file being written holds it. The
     /// files are locked after the state is let go: a save holds its file
     /// while it takes the state.
-    fn open_size(&self, inode: u64) -> Option<(u64, SystemTime)> {
+    fn open_attr(&self, inode: u64) -> Option<FileAttr> {
         let file = self.state().files.get(&inode).map(|opened| opened.file.clone())?;
         let file = lock(&file);
         // A file created here has no entry on the server until it is saved.
-        (file.buffer.is_some() || file.version == 0).then_some((file.size, file.modified))
+        (file.buffer.is_some() || file.version == 0)
+            .then(|| self.attr(inode, Shape::File { executable: file.executable }, file.size, file.modified))
     }
 
     fn writable(&self) -> Result<(), Errno> {
         if self.options.read_only { Err(Errno::EROFS) } else { Ok(()) }
     }
 
-    fn attr(&self, inode: u64, directory: bool, size: u64, modified: SystemTime) -> FileAttr {
+    fn attr(&self, inode: u64, shape: Shape, size: u64, modified: SystemTime) -> FileAttr {
+        let directory = shape == Shape::Directory;
+        let mut perm = match shape {
+            Shape::Directory | Shape::File { executable: true } => 0o755,
+            Shape::File { executable: false } => 0o644,
+        };
+        if self.options.read_only {
+            perm &= 0o555;
+        }
         FileAttr {
             ino: INodeNo(inode),
             size,
@@ -300,12 +323,7 @@ impl MountFs {
             ctime: modified,
             crtime: modified,
             kind: if directory { FileType::Directory } else { FileType::RegularFile },
-            perm: match (directory, self.options.read_only) {
-                (true, false) => 0o755,
-                (true, true) => 0o555,
-                (false, false) => 0o644,
-                (false, true) => 0o444,
-            },
+            perm,
             nlink: if directory { 2 } else { 1 },
             uid: self.options.uid,
             gid: self.options.gid,
@@ -333,15 +351,15 @@ impl MountFs {
     /// The attributes of the inode at `path`.
     fn attr_at(&self, inode: u64, path: &str) -> Result<FileAttr, Errno> {
         if inode == INodeNo::ROOT.0 {
-            return Ok(self.attr(inode, true, 0, self.mounted));
+            return Ok(self.attr(inode, Shape::Directory, 0, self.mounted));
         }
-        if let Some((size, modified)) = self.open_size(inode) {
-            return Ok(self.attr(inode, false, size, modified));
+        if let Some(attr) = self.open_attr(inode) {
+            return Ok(attr);
         }
         let (parent, name) = split(path);
         let listing = self.listing(parent).map_err(|failure| failure.errno())?;
         let child = listing.iter().find(|child| child.name == name).ok_or(Errno::ENOENT)?;
-        Ok(self.attr(inode, child.directory, child.size, child.modified))
+        Ok(self.attr(inode, Shape::of(child), child.size, child.modified))
     }
 
     /// The entry of `path` in its folder, as listed now.
@@ -391,7 +409,7 @@ impl MountFs {
             state.paths.get(&file.inode).cloned().ok_or(Errno::ENOENT)?
         };
         let bytes = file.buffer.as_deref().unwrap_or_default();
-        match self.remote.save(&path, file.version, bytes) {
+        match self.remote.save(&path, file.version, file.executable, bytes) {
             Ok(saved) => {
                 self.shared.made(saved.revision);
                 lock(&self.content).put(saved.hash.clone(), Arc::new(bytes.to_vec()));
@@ -403,6 +421,7 @@ impl MountFs {
                     version: saved.version,
                     hash: saved.hash.clone(),
                     modified: file.modified,
+                    executable: file.executable,
                 };
                 self.shared.put(folder, child);
                 file.version = saved.version;
@@ -507,6 +526,20 @@ impl MountFs {
     }
 
     /// Moves the file or (empty) folder at `path` to the trash.
+    /// Saves the file at `path` if it is open with unsaved changes (one
+    /// created here and not closed yet, say), so that the service has
+    /// something to move or trash.
+    fn save_open(&self, path: &str) -> Result<(), Errno> {
+        let open = {
+            let state = self.state();
+            state.inodes.get(path).and_then(|inode| state.files.get(inode)).map(|opened| opened.file.clone())
+        };
+        match open {
+            Some(file) => self.save(&mut lock(&file)),
+            None => Ok(()),
+        }
+    }
+
     fn trash(&self, path: &str) -> Result<(), Errno> {
         self.apply(vec![pb::batch_action::Action::Trash(pb::TrashAction { path: path.to_owned() })])?;
         let mut state = self.state();
@@ -523,15 +556,7 @@ impl MountFs {
         if flags.contains(RenameFlags::RENAME_EXCHANGE) {
             return Err(Errno::ENOTSUP);
         }
-        // A file still open with unsaved changes (one created here and not
-        // closed yet, say) is saved first, so that there is something to move.
-        let open = {
-            let state = self.state();
-            state.inodes.get(from).and_then(|inode| state.files.get(inode)).map(|opened| opened.file.clone())
-        };
-        if let Some(file) = open {
-            self.save(&mut lock(&file))?;
-        }
+        self.save_open(from)?;
         let source = self.child(from)?.ok_or(Errno::ENOENT)?;
         let mut actions = Vec::new();
         if let Some(target) = self.child(to)? {
@@ -579,10 +604,35 @@ impl MountFs {
         Ok(())
     }
 
-    fn do_setattr(&self, inode: INodeNo, size: Option<u64>, handle: Option<FileHandle>) -> Result<FileAttr, Errno> {
+    /// truncate(2) and chmod(2) of the executable bit: they change what is
+    /// open, or make a new version at once when the file is not open.
+    fn do_setattr(
+        &self,
+        inode: INodeNo,
+        size: Option<u64>,
+        executable: Option<bool>,
+        handle: Option<FileHandle>,
+    ) -> Result<FileAttr, Errno> {
         let path = self.state().path(inode)?;
-        if let Some(size) = size {
+        let change = |file: &mut OpenFile| -> Result<bool, Errno> {
+            let flips = executable.is_some_and(|on| on != file.executable);
+            if size.is_none() && !flips {
+                return Ok(false);
+            }
             self.writable()?;
+            self.load(&path, file).map_err(|failure| failure.errno())?;
+            if let Some(size) = size {
+                if let Some(buffer) = &mut file.buffer {
+                    buffer.resize(size as usize, 0);
+                }
+                file.size = size;
+            }
+            file.executable = executable.unwrap_or(file.executable);
+            file.dirty = true;
+            file.modified = SystemTime::now();
+            Ok(true)
+        };
+        if size.is_some() || executable.is_some() {
             let open = match handle {
                 Some(handle) => self.open_file(handle).ok(),
                 // truncate(2) of an open file changes what is open.
@@ -590,39 +640,34 @@ impl MountFs {
             };
             match open {
                 Some(file) => {
-                    let mut file = lock(&file);
-                    self.load(&path, &mut file).map_err(|failure| failure.errno())?;
-                    if let Some(buffer) = &mut file.buffer {
-                        buffer.resize(size as usize, 0);
-                    }
-                    file.size = size;
-                    file.dirty = true;
-                    file.modified = SystemTime::now();
+                    change(&mut lock(&file))?;
                 }
-                // truncate(2) on a path: a new version right away.
                 None => {
                     let child = self.child(&path)?.ok_or(Errno::ENOENT)?;
-                    if child.directory {
-                        return Err(Errno::EISDIR);
+                    match child.directory {
+                        true if size.is_some() => return Err(Errno::EISDIR),
+                        // Folders have no executable bit of their own.
+                        true => {}
+                        false => {
+                            let mut file = OpenFile {
+                                inode: inode.0,
+                                version: child.version,
+                                hash: child.hash,
+                                size: child.size,
+                                modified: child.modified,
+                                buffer: None,
+                                dirty: false,
+                                executable: child.executable,
+                            };
+                            if change(&mut file)? {
+                                self.save(&mut file)?;
+                            }
+                        }
                     }
-                    let mut file = OpenFile {
-                        inode: inode.0,
-                        version: child.version,
-                        hash: child.hash,
-                        size: child.size,
-                        modified: SystemTime::now(),
-                        buffer: None,
-                        dirty: true,
-                    };
-                    self.load(&path, &mut file).map_err(|failure| failure.errno())?;
-                    if let Some(buffer) = &mut file.buffer {
-                        buffer.resize(size as usize, 0);
-                    }
-                    self.save(&mut file)?;
                 }
             }
         }
-        // Modes, owners and times come from the service: accepted, unchanged.
+        // Other mode bits, owners and times come from the service: accepted, unchanged.
         self.attr_at(inode.0, &path)
     }
 }
@@ -642,14 +687,12 @@ impl Filesystem for MountFs {
             let name = name_of(name)?;
             let path = join(&self.state().path(parent)?, name);
             let inode = self.state().inodes.get(&path).copied();
-            if let Some(inode) = inode
-                && let Some((size, modified)) = self.open_size(inode)
-            {
-                return Ok(self.attr(inode, false, size, modified));
+            if let Some(attr) = inode.and_then(|inode| self.open_attr(inode)) {
+                return Ok(attr);
             }
             let child = self.child(&path)?.ok_or(Errno::ENOENT)?;
             let inode = self.state().inode(&path);
-            Ok(self.attr(inode, child.directory, child.size, child.modified))
+            Ok(self.attr(inode, Shape::of(&child), child.size, child.modified))
         })();
         match found {
             Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
@@ -669,7 +712,7 @@ impl Filesystem for MountFs {
         &self,
         _req: &Request,
         inode: INodeNo,
-        _mode: Option<u32>,
+        mode: Option<u32>,
         _uid: Option<u32>,
         _gid: Option<u32>,
         size: Option<u64>,
@@ -683,7 +726,8 @@ impl Filesystem for MountFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        match self.do_setattr(inode, size, handle) {
+        let executable = mode.map(|mode| mode & 0o111 != 0);
+        match self.do_setattr(inode, size, executable, handle) {
             Ok(attr) => reply.attr(&TTL, &attr),
             Err(errno) => reply.error(errno),
         }
@@ -703,13 +747,14 @@ impl Filesystem for MountFs {
                 version: 0,
                 hash: String::new(),
                 modified: now,
+                executable: false,
             };
             self.shared.put(folder, made);
             let mut state = self.state();
             // A new folder is empty: nothing to ask for its first lookups.
             state.listings.insert(path.clone(), Listing { fetched: Instant::now(), children: Arc::default() });
             let inode = state.inode(&path);
-            Ok(self.attr(inode, true, 0, now))
+            Ok(self.attr(inode, Shape::Directory, 0, now))
         })();
         match made {
             Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
@@ -721,6 +766,7 @@ impl Filesystem for MountFs {
         let removed = (|| {
             self.writable()?;
             let path = join(&self.state().path(parent)?, name_of(name)?);
+            self.save_open(&path)?;
             if self.child(&path)?.ok_or(Errno::ENOENT)?.directory {
                 return Err(Errno::EISDIR);
             }
@@ -798,6 +844,7 @@ impl Filesystem for MountFs {
                     modified: child.modified,
                     buffer: None,
                     dirty: false,
+                    executable: child.executable,
                 };
                 if let Some(held) = self.hold(inode.0, Some(file)) {
                     break held;
@@ -823,8 +870,8 @@ impl Filesystem for MountFs {
         _req: &Request,
         parent: INodeNo,
         name: &OsStr,
-        _mode: u32,
-        _umask: u32,
+        mode: u32,
+        umask: u32,
         _flags: i32,
         reply: ReplyCreate,
     ) {
@@ -833,6 +880,7 @@ impl Filesystem for MountFs {
             let path = join(&self.state().path(parent)?, name_of(name)?);
             let inode = self.state().inode(&path);
             let now = SystemTime::now();
+            let executable = mode & !umask & 0o111 != 0;
             let file = OpenFile {
                 inode,
                 version: 0,
@@ -841,9 +889,10 @@ impl Filesystem for MountFs {
                 modified: now,
                 buffer: Some(Vec::new()),
                 dirty: true,
+                executable,
             };
             let (handle, _) = self.hold(inode, Some(file)).ok_or(Errno::EIO)?;
-            Ok((self.attr(inode, false, 0, now), handle))
+            Ok((self.attr(inode, Shape::File { executable }, 0, now), handle))
         })();
         match created {
             Ok((attr, handle)) => reply.created(&TTL, &attr, Generation(0), FileHandle(handle), FopenFlags::empty()),
@@ -920,7 +969,17 @@ impl Filesystem for MountFs {
     }
 
     fn flush(&self, _req: &Request, _inode: INodeNo, handle: FileHandle, _owner: LockOwner, reply: ReplyEmpty) {
-        match self.open_file(handle).and_then(|file| self.save(&mut lock(&file))) {
+        let flushed = self.open_file(handle).and_then(|file| {
+            let mut file = lock(&file);
+            // A shell's `> file` closes a duplicate of the new descriptor
+            // before anything is written: an empty file waits for the last
+            // release, so that the write that follows makes the only version.
+            if file.size == 0 {
+                return Ok(());
+            }
+            self.save(&mut file)
+        });
+        match flushed {
             Ok(()) => reply.ok(),
             Err(errno) => reply.error(errno),
         }

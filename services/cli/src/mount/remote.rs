@@ -89,6 +89,7 @@ pub struct Child {
     pub version: u64,
     pub hash: String,
     pub modified: SystemTime,
+    pub executable: bool,
 }
 
 impl Child {
@@ -102,6 +103,7 @@ impl Child {
             version: entry.version,
             hash: entry.hash,
             modified,
+            executable: entry.executable,
         }
     }
 }
@@ -202,7 +204,7 @@ impl Remote {
 
     /// Saves `bytes` as a new version of `path`, only if its latest version
     /// is `expected` (0: only if it does not exist).
-    pub fn save(&self, path: &str, expected: u64, bytes: &[u8]) -> Result<Saved, Failure> {
+    pub fn save(&self, path: &str, expected: u64, executable: bool, bytes: &[u8]) -> Result<Saved, Failure> {
         let key = ulid::Ulid::generate().to_string();
         if bytes.len() <= ONE_MESSAGE {
             let request = pb::WriteRequest {
@@ -210,6 +212,7 @@ impl Remote {
                 path: path.to_owned(),
                 body: Some(pb::write_request::Body::Data(bytes.to_vec())),
                 expected_version: Some(expected),
+                executable: Some(executable),
                 idempotency_key: key,
                 ..Default::default()
             };
@@ -224,6 +227,7 @@ impl Remote {
             space: self.space.clone(),
             path: path.to_owned(),
             expected_version: Some(expected),
+            executable: Some(executable),
             hash: blake3::hash(bytes).to_hex().to_string(),
             idempotency_key: key,
             ..Default::default()

@@ -368,6 +368,8 @@ fn put(
         time_ms: 0,
         idempotency_key: (req.apply && !req.idempotency_key.is_empty()).then(|| req.idempotency_key.clone()),
         tool_call: caller.tool_call.clone(),
+        // An edit keeps the bit; a created file has none.
+        executable: previous.is_some_and(|e| e.executable),
     };
     commit.put_file(path, previous, record, NewContent::Bytes(Arc::new(bytes)), false)
 }

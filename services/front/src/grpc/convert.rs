@@ -38,6 +38,7 @@ pub fn entry(path: &SpacePath, entry: &Entry) -> pb::Entry {
         system: entry.system,
         user_modified: entry.user_modified,
         revision: entry.revision,
+        executable: entry.executable,
     }
 }
 
@@ -69,6 +70,7 @@ pub fn version_info(number: u64, record: &VersionRecord) -> pb::VersionInfo {
         idempotency_key: record.idempotency_key.clone().unwrap_or_default(),
         tool_call_id: record.tool_call.clone().unwrap_or_default(),
         text: Some(text_info(&record.text)),
+        executable: record.executable,
     }
 }
 

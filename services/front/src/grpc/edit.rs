@@ -73,6 +73,7 @@ fn apply(
         // The version the edits were computed against: a concurrent change
         // in between is a conflict, never silently overwritten.
         expected_version: Some(entry.version),
+        executable: None,
         operation: "edit",
         actor: Actor {
             principal: caller.principal.clone(),

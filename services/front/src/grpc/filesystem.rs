@@ -241,8 +241,8 @@ impl FileSystem for Services {
                 return Err(Error::invalid_argument("mode", format!("Unknown write mode {}.", req.mode)).into());
             }
         };
-        let (space, path, base, expected_version, key) =
-            (req.space, req.path, req.base, req.expected_version, req.idempotency_key);
+        let (space, path, base, expected_version, executable, key) =
+            (req.space, req.path, req.base, req.expected_version, req.executable, req.idempotency_key);
         // A replayed or unchanged answer also waits for the flush: the
         // original change may not be on disk yet.
         let turn = space.clone();
@@ -257,6 +257,7 @@ impl FileSystem for Services {
                     body,
                     mode,
                     expected_version,
+                    executable,
                     operation: match mode {
                         WriteMode::Append => "append",
                         WriteMode::CreateNew => "create",

@@ -248,6 +248,7 @@ pub(super) fn store_upload(
             body,
             mode: WriteMode::Overwrite,
             expected_version: header.expected_version,
+            executable: header.executable,
             operation: "upload",
             actor: Actor {
                 principal: caller.principal.clone(),
@@ -305,6 +306,7 @@ pub(super) fn open_download(front: &Front, caller: &Caller, req: &pb::DownloadRe
         hash: version.hash.to_hex(),
         size: version.size,
         text: Some(convert::text_info(&version.text)),
+        executable: version.executable,
     };
     let access = Access::new(caller, Need::Read, &target, &req.space, &req.path);
     let source =

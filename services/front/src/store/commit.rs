@@ -198,6 +198,7 @@ impl Commit {
             revision: self.revision(),
             system,
             user_modified: false,
+            executable: false,
         };
         self.space.usage.directories += 1;
         self.nodes.push((node, NodeRecord { space: self.space.id, path: path.to_string(), trashed: false }));
@@ -241,6 +242,7 @@ impl Commit {
             // A principal's write to a generated file marks it user-modified; a
             // regeneration by the service clears the mark.
             user_modified: !system && previous.is_some_and(|e| e.system || e.user_modified),
+            executable: record.executable,
         };
         let usage = &mut self.space.usage;
         usage.bytes = usage.bytes - previous.map_or(0, |e| e.size) + record.size;

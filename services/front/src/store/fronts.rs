@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Store;
 use super::engine::{Table, Tx};
-use super::records::{decode, encode, now_ms};
+use super::records::{Record, decode, encode, now_ms};
 use crate::error::{Error, Reason, Result};
 
 /// A front's identity, new at every start.
@@ -46,6 +46,9 @@ pub struct Lease {
     pub generation: u64,
     pub deadline_ms: i64,
 }
+
+impl Record for FrontRow {}
+impl Record for Lease {}
 
 fn front_key(front: &FrontId) -> Vec<u8> {
     let mut key = FRONTS.to_vec();

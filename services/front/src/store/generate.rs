@@ -27,6 +27,9 @@ pub struct Generated {
     pub version: u64,
 }
 
+/// The functions registered in a space.
+impl super::records::Record for Vec<Function> {}
+
 impl Store {
     /// The functions registered in a space, by name.
     pub fn functions(&self, space: SpaceId) -> Result<Vec<Function>> {
@@ -152,6 +155,7 @@ impl Store {
                 time_ms: 0,
                 idempotency_key: None,
                 tool_call: None,
+                executable: false,
             };
             let entry = commit.put_file(&path, existing.as_ref(), record, NewContent::Bytes(Arc::new(bytes)), true);
             out.version = entry.version;

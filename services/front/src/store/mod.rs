@@ -281,7 +281,7 @@ impl Store {
         self.engine().get(table, key)
     }
 
-    fn get_decoded<T: serde::de::DeserializeOwned>(&self, table: Table, key: &[u8]) -> Result<Option<T>> {
+    fn get_decoded<T: records::Record>(&self, table: Table, key: &[u8]) -> Result<Option<T>> {
         self.get(table, key)?.map(|raw| decode(&raw)).transpose()
     }
 

@@ -76,6 +76,7 @@ mod tests {
             mode: WriteMode::Overwrite,
             expected_version,
             operation: "write",
+            executable: None,
             actor: Actor { principal: "p".into(), ..Actor::default() },
             receipt: plan(key, |outcome: &super::super::WriteOutcome| outcome.version.to_be_bytes().to_vec()),
         }

@@ -1,8 +1,10 @@
 //! What the store keeps, one record type per kind of value.
 //!
 //! Records are encoded with `postcard`; every tree's key layout is in
-//! [`super::keys`]. Fields are only ever appended, and a record that fails to
-//! decode is reported as `DATA_LOSS`, never silently skipped.
+//! [`super::keys`]. Fields are only ever appended, and a record written
+//! before a field was appended decodes with that field's default (see
+//! [`Record::APPENDED`]); a record that fails to decode is reported as
+//! `DATA_LOSS`, never silently skipped.
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
@@ -100,6 +102,8 @@ pub struct Entry {
     pub system: bool,
     /// Generated, then changed by a principal.
     pub user_modified: bool,
+    /// The latest version's executable bit (files).
+    pub executable: bool,
 }
 
 impl Entry {
@@ -119,6 +123,7 @@ pub struct NodeRecord {
 
 /// A trashed subtree, kept so that `Restore` can put it back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredTrash", into = "StoredTrash")]
 pub struct TrashRecord {
     /// Where the subtree's root was.
     pub path: String,
@@ -127,6 +132,99 @@ pub struct TrashRecord {
     pub principal: String,
     /// Every entry of the subtree, root first, at its original path.
     pub entries: Vec<(String, Entry)>,
+}
+
+/// [`TrashRecord`] as stored: its entries in [`Entry`]'s first layout, which
+/// keeps trash written before `executable` readable, then the positions of
+/// the executable ones.
+#[derive(Serialize, Deserialize)]
+struct StoredTrash {
+    path: String,
+    revision: u64,
+    time_ms: i64,
+    principal: String,
+    entries: Vec<(String, TrashedEntry)>,
+    executable: Vec<u32>,
+}
+
+/// [`Entry`] without `executable`, its first layout.
+#[derive(Serialize, Deserialize)]
+struct TrashedEntry {
+    node: NodeId,
+    kind: Kind,
+    version: u64,
+    size: u64,
+    hash: Hash,
+    is_text: bool,
+    modified_ms: i64,
+    revision: u64,
+    system: bool,
+    user_modified: bool,
+}
+
+impl From<TrashRecord> for StoredTrash {
+    fn from(trash: TrashRecord) -> StoredTrash {
+        let executable =
+            (0..).zip(&trash.entries).filter_map(|(at, (_, entry))| entry.executable.then_some(at)).collect();
+        let entries = trash
+            .entries
+            .into_iter()
+            .map(|(path, e)| {
+                let entry = TrashedEntry {
+                    node: e.node,
+                    kind: e.kind,
+                    version: e.version,
+                    size: e.size,
+                    hash: e.hash,
+                    is_text: e.is_text,
+                    modified_ms: e.modified_ms,
+                    revision: e.revision,
+                    system: e.system,
+                    user_modified: e.user_modified,
+                };
+                (path, entry)
+            })
+            .collect();
+        StoredTrash {
+            path: trash.path,
+            revision: trash.revision,
+            time_ms: trash.time_ms,
+            principal: trash.principal,
+            entries,
+            executable,
+        }
+    }
+}
+
+impl From<StoredTrash> for TrashRecord {
+    fn from(stored: StoredTrash) -> TrashRecord {
+        let entries = (0..)
+            .zip(stored.entries)
+            .map(|(at, (path, e))| {
+                let entry = Entry {
+                    node: e.node,
+                    kind: e.kind,
+                    version: e.version,
+                    size: e.size,
+                    hash: e.hash,
+                    is_text: e.is_text,
+                    modified_ms: e.modified_ms,
+                    revision: e.revision,
+                    system: e.system,
+                    user_modified: e.user_modified,
+                    executable: stored.executable.contains(&at),
+                };
+                (path, entry)
+            })
+            .collect();
+        TrashRecord {
+            path: stored.path,
+            revision: stored.revision,
+            time_ms: stored.time_ms,
+            principal: stored.principal,
+            entries,
+        }
+    }
 }
 
 /// One immutable version of a file.
@@ -141,6 +239,7 @@ pub struct VersionRecord {
     pub time_ms: i64,
     pub idempotency_key: Option<String>,
     pub tool_call: Option<String>,
+    pub executable: bool,
 }
 
 /// Size and reference count of a stored content blob.
@@ -195,8 +294,54 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     postcard::to_stdvec(value).unwrap_or_else(|e| unreachable!("postcard encodes to a Vec: {e}"))
 }
 
-pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
-    postcard::from_bytes(bytes).map_err(|e| {
+/// A type the store keeps.
+pub trait Record: DeserializeOwned {
+    /// The encoding of the default values of the fields appended to the
+    /// type since its first layout, in order: a record written before them
+    /// ends early, and decodes as its bytes followed by these.
+    const APPENDED: &'static [u8] = &[];
+}
+
+/// `executable: false`.
+impl Record for Entry {
+    const APPENDED: &'static [u8] = &[0];
+}
+
+/// `executable: false`.
+impl Record for VersionRecord {
+    const APPENDED: &'static [u8] = &[0];
+}
+
+/// A path's state in history: `executable: false`.
+impl Record for Option<Entry> {
+    const APPENDED: &'static [u8] = &[0];
+}
+
+/// No executable entries.
+impl Record for TrashRecord {
+    const APPENDED: &'static [u8] = &[0];
+}
+
+impl Record for SpaceRecord {}
+impl Record for NodeRecord {}
+impl Record for BlobMeta {}
+impl Record for UploadMarker {}
+impl Record for RevisionRecord {}
+impl Record for Receipt {}
+impl Record for ClaimRecord {}
+impl Record for SessionRead {}
+impl Record for IndexJob {}
+impl Record for i64 {}
+impl Record for u64 {}
+
+pub fn decode<T: Record>(bytes: &[u8]) -> Result<T> {
+    let decoded = match postcard::from_bytes(bytes) {
+        Err(postcard::Error::DeserializeUnexpectedEnd) if !T::APPENDED.is_empty() => {
+            postcard::from_bytes(&[bytes, T::APPENDED].concat())
+        }
+        decoded => decoded,
+    };
+    decoded.map_err(|e| {
         Error::new(Reason::DataLoss, "A stored record failed to decode; the store may be damaged.")
             .with("detail", format!("{} ({e})", std::any::type_name::<T>()))
     })
@@ -259,4 +404,77 @@ pub struct IndexJob {
     pub op: IndexOp,
     /// When the job was queued, for index lag in seconds.
     pub queued_ms: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(executable: bool) -> Entry {
+        Entry {
+            node: NodeId::from_bytes([7; 16]),
+            kind: Kind::File,
+            version: 3,
+            size: 12,
+            hash: Hash::of(b"twelve bytes"),
+            is_text: true,
+            modified_ms: 1_700_000_000_000,
+            revision: 9,
+            system: false,
+            user_modified: true,
+            executable,
+        }
+    }
+
+    fn version(executable: bool) -> VersionRecord {
+        VersionRecord {
+            hash: Hash::of(b"twelve bytes"),
+            size: 12,
+            text: TextMeta::analyze(b"twelve bytes"),
+            principal: "alice".into(),
+            operation: "write".into(),
+            revision: 9,
+            time_ms: 1_700_000_000_000,
+            idempotency_key: Some("k".into()),
+            tool_call: None,
+            executable,
+        }
+    }
+
+    /// The bytes `value` had before its last appended field, whose default
+    /// (one zero byte) `value` holds.
+    fn first_layout<T: Serialize>(value: &T) -> Vec<u8> {
+        let mut bytes = encode(value);
+        assert_eq!(bytes.pop(), Some(0), "the appended field is last and holds its default");
+        bytes
+    }
+
+    #[test]
+    fn records_written_before_executable_read_as_not_executable() {
+        assert_eq!(decode::<Entry>(&first_layout(&file(false))).unwrap(), file(false));
+        assert_eq!(decode::<Option<Entry>>(&first_layout(&Some(file(false)))).unwrap(), Some(file(false)));
+        assert_eq!(decode::<VersionRecord>(&first_layout(&version(false))).unwrap(), version(false));
+        let trash = |executable| TrashRecord {
+            path: "/bin".into(),
+            revision: 4,
+            time_ms: 1_700_000_000_000,
+            principal: "alice".into(),
+            entries: vec![("/bin/a".into(), file(executable)), ("/bin/b".into(), file(false))],
+        };
+        assert_eq!(decode::<TrashRecord>(&first_layout(&trash(false))).unwrap(), trash(false));
+
+        // What is written now keeps the bit.
+        assert_eq!(decode::<Entry>(&encode(&file(true))).unwrap(), file(true));
+        assert_eq!(decode::<VersionRecord>(&encode(&version(true))).unwrap(), version(true));
+        assert_eq!(decode::<TrashRecord>(&encode(&trash(true))).unwrap(), trash(true));
+    }
+
+    #[test]
+    fn a_record_cut_short_is_still_data_loss() {
+        let mut bytes = encode(&file(true));
+        bytes.truncate(bytes.len() - 2);
+        assert_eq!(decode::<Entry>(&bytes).unwrap_err().reason, Reason::DataLoss);
+        let bytes = encode(&version(true));
+        assert_eq!(decode::<VersionRecord>(&bytes[..bytes.len() / 2]).unwrap_err().reason, Reason::DataLoss);
+    }
 }

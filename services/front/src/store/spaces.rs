@@ -85,6 +85,7 @@ impl Store {
             time_ms: 0,
             idempotency_key: None,
             tool_call: None,
+            executable: false,
         };
         commit.put_file(
             &SpacePath::from_stored(system_files::AGENT_MD.to_owned()),

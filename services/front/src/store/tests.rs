@@ -118,6 +118,7 @@ fn overwrite(store: &Store, space: SpaceId, at: &str, body: &[u8]) -> crate::sto
             mode: WriteMode::Overwrite,
             expected_version: None,
             operation: "write",
+            executable: None,
             actor: Actor::default(),
             receipt: None,
         })
@@ -294,6 +295,7 @@ fn agrees_with_model(engine: Engine, ops: Vec<Op>) -> Result<(), TestCaseError> 
                     mode,
                     expected_version: expected,
                     operation: "write",
+                    executable: None,
                     actor: Actor { principal: "p".into(), ..Actor::default() },
                     receipt: None,
                 });
@@ -450,6 +452,7 @@ fn writers_on_two_fronts_to_one_space_all_commit() {
                             mode: WriteMode::Overwrite,
                             expected_version: None,
                             operation: "write",
+                            executable: None,
                             actor: Actor::default(),
                             receipt: None,
                         };
@@ -734,6 +737,7 @@ on_both_engines! {
                 mode: WriteMode::Overwrite,
                 expected_version,
                 operation: "upload",
+                executable: None,
                 actor: Actor::default(),
                 receipt: None,
             });
@@ -785,6 +789,7 @@ on_both_engines! {
             mode: WriteMode::Overwrite,
             expected_version: None,
             operation: "upload",
+            executable: None,
             actor: Actor::default(),
             receipt: None,
         });

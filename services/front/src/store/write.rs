@@ -57,6 +57,9 @@ pub struct WriteOp {
     pub expected_version: Option<u64>,
     /// Recorded on the version (`write`, `append`, `upload`, …).
     pub operation: &'static str,
+    /// The new version's executable bit; `None` keeps the latest version's
+    /// (none for a new file).
+    pub executable: Option<bool>,
     pub actor: Actor,
     /// Set for idempotent calls.
     pub receipt: Option<ReceiptPlan<WriteOutcome>>,
@@ -167,8 +170,11 @@ impl Store {
             .with("limit", limit));
         }
 
+        // Unless the request sets it, the bit stays what it was.
+        let executable = op.executable.unwrap_or(existing.as_ref().is_some_and(|e| e.executable));
         if let Some(entry) = &existing
             && entry.hash == hash
+            && entry.executable == executable
         {
             let outcome = WriteOutcome {
                 node: entry.node,
@@ -198,6 +204,7 @@ impl Store {
             time_ms: 0,
             idempotency_key: op.actor.idempotency_key.clone(),
             tool_call: op.actor.tool_call.clone(),
+            executable,
         };
         let entry = commit.put_file(path, existing.as_ref(), record, content, false);
         commit.check_quota(&space)?;

@@ -8,7 +8,9 @@
 //!   shell's `> file` closes a duplicate before it writes). If the file
 //!   changed on the server meanwhile, the close fails with `EIO`, nothing is
 //!   overwritten, and the local copy is kept in the recovery folder
-//!   (`--recovery-dir`), which the log on stderr names.
+//!   (`--recovery-dir`), which the log on stderr names; so is a file whose
+//!   last save fails (`EDQUOT` past the quota, `ENOSPC` on a full store,
+//!   `EIO` without a front).
 //! - Content is fetched by version and kept by hash in a bounded cache
 //!   (`--cache-bytes`); attributes and listings are kept for a second, and
 //!   `Watch` drops the listings a change elsewhere makes stale.

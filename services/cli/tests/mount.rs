@@ -289,6 +289,34 @@ fn changes_made_elsewhere_appear_and_a_conflicting_save_keeps_the_draft() {
 }
 
 #[test]
+fn a_save_past_the_quota_fails_with_edquot_and_keeps_the_draft() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/q/a.txt", "--content", "small\n"]);
+    let mnt = stack.temp.path().join("mnt");
+    let mount = Mount::start(&stack, "/q", &mnt, &[]);
+    // Room for 1,000 bytes more than the space holds.
+    let space = stack.ok(&["--json", "quota", "set", "default", "--bytes", "0"]);
+    let space: serde_json::Value = serde_json::from_str(&space).unwrap();
+    let used: u64 = space["usage"]["bytes"].as_str().unwrap_or_else(|| panic!("{space}")).parse().unwrap();
+    stack.ok(&["quota", "set", "default", "--bytes", &(used + 1000).to_string()]);
+
+    std::fs::write(mnt.join("fits.txt"), "fits\n").unwrap();
+    let mut big = std::fs::File::create(mnt.join("big.txt")).unwrap();
+    big.write_all(&[b'x'; 4000]).unwrap();
+    assert_eq!(big.sync_all().unwrap_err().raw_os_error(), Some(libc::EDQUOT));
+    drop(big);
+
+    assert_eq!(stack.ok(&["read", "/q/fits.txt"]), "fits\n");
+    assert_eq!(stack.run(&["read", "/q/big.txt"]).code, 3, "nothing past the quota is saved");
+    let log = mount.log();
+    let draft = log
+        .lines()
+        .find_map(|line| line.split_once("this copy is kept at ").map(|(_, path)| PathBuf::from(path.trim())))
+        .unwrap_or_else(|| panic!("no draft in the log:\n{log}"));
+    assert_eq!(std::fs::read(draft).unwrap(), [b'x'; 4000]);
+}
+
+#[test]
 fn a_read_only_mount_refuses_every_change() {
     let stack = Stack::start();
     stack.ok(&["write", "/r/a.txt", "--content", "kept\n"]);

@@ -1014,7 +1014,26 @@ impl Filesystem for MountFs {
         let Some((inode, file)) = last else { return reply.ok() };
         // Whatever the flushes did not save is saved now, while the file is
         // still open to anyone who opens it meanwhile.
-        let saved = self.save(&mut lock(&file));
+        let saved = {
+            let mut file = lock(&file);
+            let saved = self.save(&mut file);
+            // The last chance to save failed (no room, no front): the bytes
+            // go to the recovery folder rather than nowhere.
+            if saved.is_err() && file.dirty {
+                let path = self.state().paths.get(&inode).cloned().unwrap_or_default();
+                match self.keep_draft(&path, file.buffer.as_deref().unwrap_or_default()) {
+                    Ok(draft) => {
+                        eprintln!("agentvfs mount: {path} was not saved; this copy is kept at {}", draft.display())
+                    }
+                    Err(error) => eprintln!(
+                        "agentvfs mount: {path} was not saved, and the local copy could not be kept in {}: {error}",
+                        self.options.recovery.display()
+                    ),
+                }
+                file.dirty = false;
+            }
+            saved
+        };
         let mut state = self.state();
         if state.files.get(&inode).is_some_and(|opened| opened.handles == 0) {
             state.files.remove(&inode);

@@ -75,6 +75,11 @@ struct State {
     next_handle: u64,
     /// Inodes whose file was removed while open: closing them saves nothing.
     removed: HashSet<u64>,
+    /// How many times each inode was given to the kernel (lookup, create,
+    /// mkdir) and not forgotten: an inode the kernel forgot and nobody
+    /// holds open is dropped, so memory follows what the kernel caches
+    /// rather than every path ever seen.
+    lookups: HashMap<u64, u64>,
 }
 
 /// One entry of an open folder: inode, kind, name.
@@ -211,6 +216,67 @@ impl Shared {
 }
 
 impl State {
+    fn new(root: &str) -> State {
+        let mut state = State {
+            paths: HashMap::new(),
+            inodes: HashMap::new(),
+            next_inode: INodeNo::ROOT.0 + 1,
+            listings: HashMap::new(),
+            files: HashMap::new(),
+            handles: HashMap::new(),
+            folders: HashMap::new(),
+            next_handle: 0,
+            removed: HashSet::new(),
+            lookups: HashMap::new(),
+        };
+        state.paths.insert(INodeNo::ROOT.0, root.to_owned());
+        state.inodes.insert(root.to_owned(), INodeNo::ROOT.0);
+        state
+    }
+
+    /// The inode of `path`, given to the kernel once more: counted in the
+    /// same step, so that a concurrent forget cannot drop it in between.
+    fn refer(&mut self, path: &str) -> u64 {
+        let inode = self.inode(path);
+        *self.lookups.entry(inode).or_default() += 1;
+        inode
+    }
+
+    /// The kernel let go of `count` of its references to `inode`.
+    fn forget(&mut self, inode: u64, count: u64) {
+        if let Some(held) = self.lookups.get_mut(&inode) {
+            *held = held.saturating_sub(count);
+            if *held == 0 {
+                self.lookups.remove(&inode);
+            }
+        }
+        self.drop_if_unused(inode);
+    }
+
+    /// Drops `inode`'s path unless the kernel or an open file still holds it
+    /// (the root always stays). The path gets a new inode if it comes back.
+    fn drop_if_unused(&mut self, inode: u64) {
+        if inode == INodeNo::ROOT.0 || self.lookups.contains_key(&inode) || self.files.contains_key(&inode) {
+            return;
+        }
+        if let Some(path) = self.paths.remove(&inode)
+            && self.inodes.get(&path) == Some(&inode)
+        {
+            self.inodes.remove(&path);
+        }
+    }
+
+    /// The inode number a listing shows for `path`: its inode when the
+    /// kernel holds one, else a number of its own that nothing keeps (a
+    /// lookup, not a listing, gives the kernel an inode, so a folder listed
+    /// and never looked into costs no memory).
+    fn listed_inode(&mut self, path: &str) -> u64 {
+        self.inodes.get(path).copied().unwrap_or_else(|| {
+            self.next_inode += 1;
+            self.next_inode - 1
+        })
+    }
+
     fn path(&self, inode: INodeNo) -> Result<String, Errno> {
         self.paths.get(&inode.0).cloned().ok_or(Errno::ENOENT)
     }
@@ -263,19 +329,7 @@ impl State {
 impl MountFs {
     /// A mount of the folder `root` (a space path) served by `remote`.
     pub fn new(remote: Remote, root: &str, options: Options) -> MountFs {
-        let mut state = State {
-            paths: HashMap::new(),
-            inodes: HashMap::new(),
-            next_inode: INodeNo::ROOT.0 + 1,
-            listings: HashMap::new(),
-            files: HashMap::new(),
-            handles: HashMap::new(),
-            folders: HashMap::new(),
-            next_handle: 0,
-            removed: HashSet::new(),
-        };
-        state.paths.insert(INodeNo::ROOT.0, root.to_owned());
-        state.inodes.insert(root.to_owned(), INodeNo::ROOT.0);
+        let state = State::new(root);
         let content = Mutex::new(ContentCache::new(options.cache_bytes));
         let shared = Arc::new(Shared { state: Mutex::new(state), own: Mutex::new(VecDeque::new()) });
         MountFs { remote, options, shared, content, mounted: SystemTime::now() }
@@ -682,16 +736,24 @@ impl Filesystem for MountFs {
         Ok(())
     }
 
+    fn forget(&self, _req: &Request, inode: INodeNo, count: u64) {
+        self.state().forget(inode.0, count);
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let found = (|| {
             let name = name_of(name)?;
             let path = join(&self.state().path(parent)?, name);
+            // An open file answers for itself (one created here is not
+            // listed until it is saved).
             let inode = self.state().inodes.get(&path).copied();
-            if let Some(attr) = inode.and_then(|inode| self.open_attr(inode)) {
+            if let Some(attr) = inode.and_then(|inode| self.open_attr(inode))
+                && self.state().refer(&path) == attr.ino.0
+            {
                 return Ok(attr);
             }
             let child = self.child(&path)?.ok_or(Errno::ENOENT)?;
-            let inode = self.state().inode(&path);
+            let inode = self.state().refer(&path);
             Ok(self.attr(inode, Shape::of(&child), child.size, child.modified))
         })();
         match found {
@@ -753,7 +815,7 @@ impl Filesystem for MountFs {
             let mut state = self.state();
             // A new folder is empty: nothing to ask for its first lookups.
             state.listings.insert(path.clone(), Listing { fetched: Instant::now(), children: Arc::default() });
-            let inode = state.inode(&path);
+            let inode = state.refer(&path);
             Ok(self.attr(inode, Shape::Directory, 0, now))
         })();
         match made {
@@ -878,7 +940,7 @@ impl Filesystem for MountFs {
         let created = (|| {
             self.writable()?;
             let path = join(&self.state().path(parent)?, name_of(name)?);
-            let inode = self.state().inode(&path);
+            let inode = self.state().refer(&path);
             let now = SystemTime::now();
             let executable = mode & !umask & 0o111 != 0;
             let file = OpenFile {
@@ -1038,6 +1100,7 @@ impl Filesystem for MountFs {
         if state.files.get(&inode).is_some_and(|opened| opened.handles == 0) {
             state.files.remove(&inode);
             state.removed.remove(&inode);
+            state.drop_if_unused(inode);
         }
         drop(state);
         match saved {
@@ -1052,12 +1115,12 @@ impl Filesystem for MountFs {
             let listing = self.listing(&path).map_err(|failure| failure.errno())?;
             let pending = self.created_in(&path, &listing);
             let mut state = self.state();
-            let parent = if inode == INodeNo::ROOT { inode.0 } else { state.inode(split(&path).0) };
+            let parent = if inode == INodeNo::ROOT { inode.0 } else { state.listed_inode(split(&path).0) };
             let mut entries =
                 vec![(inode.0, FileType::Directory, ".".to_owned()), (parent, FileType::Directory, "..".to_owned())];
             for child in listing.iter() {
                 let kind = if child.directory { FileType::Directory } else { FileType::RegularFile };
-                entries.push((state.inode(&join(&path, &child.name)), kind, child.name.clone()));
+                entries.push((state.listed_inode(&join(&path, &child.name)), kind, child.name.clone()));
             }
             entries.extend(pending.into_iter().map(|(inode, name)| (inode, FileType::RegularFile, name)));
             let handle = state.handle();
@@ -1136,5 +1199,50 @@ impl Filesystem for MountFs {
 
     fn removexattr(&self, _req: &Request, _inode: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
         reply.error(Errno::ENOTSUP);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inode_lives_while_the_kernel_or_an_open_file_holds_it() {
+        let mut state = State::new("/w");
+        let a = state.refer("/w/a");
+        assert_eq!(state.refer("/w/a"), a);
+        state.forget(a, 1);
+        assert_eq!(state.path(INodeNo(a)).unwrap(), "/w/a");
+        state.forget(a, 1);
+        assert!(state.path(INodeNo(a)).is_err(), "forgotten twice, as often as given");
+        assert!(!state.inodes.contains_key("/w/a"));
+        // The path comes back as another inode.
+        assert_ne!(state.refer("/w/a"), a);
+
+        // Open, it stays until it is closed.
+        let b = state.refer("/w/b");
+        let file = OpenFile {
+            inode: b,
+            version: 0,
+            hash: String::new(),
+            size: 0,
+            modified: SystemTime::UNIX_EPOCH,
+            buffer: None,
+            dirty: false,
+            executable: false,
+        };
+        state.files.insert(b, Opened { file: Arc::new(Mutex::new(file)), handles: 1 });
+        state.forget(b, 1);
+        assert_eq!(state.path(INodeNo(b)).unwrap(), "/w/b");
+        state.files.remove(&b);
+        state.drop_if_unused(b);
+        assert!(state.path(INodeNo(b)).is_err());
+
+        // The root never goes; a listing maps nothing.
+        state.forget(INodeNo::ROOT.0, 1);
+        assert_eq!(state.path(INodeNo::ROOT).unwrap(), "/w");
+        let listed = state.listed_inode("/w/c");
+        assert!(state.path(INodeNo(listed)).is_err());
+        assert_ne!(state.listed_inode("/w/c"), listed);
     }
 }

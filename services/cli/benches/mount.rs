@@ -93,8 +93,23 @@ fn agentvfs(addr: &str, args: &[&str]) -> bool {
     out.status.success()
 }
 
+/// A running mount, unmounted on drop even when the bench panics, so that
+/// no dead mount is left behind.
+struct Mounted {
+    process: Killed,
+    dir: PathBuf,
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = self.process.0.kill();
+        let _ = self.process.0.wait();
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).stderr(Stdio::null()).status();
+    }
+}
+
 /// `agentvfs mount default:/bench DIR`, once it says it is mounted.
-fn mount(addr: &str, dir: &Path) -> Killed {
+fn mount(addr: &str, dir: &Path) -> Mounted {
     let mut child = Command::new(cli())
         .args(["--addr", addr, "mount", "default:/bench"])
         .arg(dir)
@@ -110,13 +125,13 @@ fn mount(addr: &str, dir: &Path) -> Killed {
         assert!(stderr.read_line(&mut line).unwrap() > 0, "the mount exited");
     }
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    Killed(child)
+    Mounted { process: Killed(child), dir: dir.to_owned() }
 }
 
 /// Unmounts: SIGTERM, then waits for the exit.
-fn unmount(mut mount: Killed) {
-    Command::new("kill").args(["-TERM", &mount.0.id().to_string()]).status().unwrap();
-    mount.0.wait().unwrap();
+fn unmount(mut mount: Mounted) {
+    Command::new("kill").args(["-TERM", &mount.process.0.id().to_string()]).status().unwrap();
+    mount.process.0.wait().unwrap();
 }
 
 /// A source tree of [`FILES`] files, some of them Python, some with `needle`.

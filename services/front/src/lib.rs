@@ -46,6 +46,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod openapi;
 pub mod page_token;
+pub mod patch;
 pub mod path;
 #[doc(hidden)]
 pub mod properties;

@@ -15,6 +15,9 @@
 //! | [`check_page_token`]         | [`PageToken::decode`]                             |
 //! | [`check_page_token_fields`]  | [`PageToken::encode`] / [`PageToken::decode`]     |
 //! | [`check_edit`]               | [`edit::apply`]                                   |
+//! | [`check_patch_parse`]        | [`patch::parse`] in both formats                  |
+//! | [`check_patch_apply`]        | [`patch::parse`] then [`patch::apply_hunks`]      |
+//! | [`check_patch_round_trip`]   | both formats generated from a diff, then applied  |
 //! | [`check_utf16_offsets`]      | the UTF-16 offset functions of [`text`]           |
 //! | [`check_slice`]              | [`text::slice`] and [`TextMeta::analyze`]         |
 //! | [`check_request_decode`]     | decoding every request message, and its status    |
@@ -29,6 +32,7 @@ use crate::error::Reason;
 use crate::glob::{Glob, GlobError, MAX_GLOB_BYTES};
 use crate::ids::{NodeId, SpaceId};
 use crate::page_token::PageToken;
+use crate::patch::{self, FileChange, FinalNewline, Format, HunkFailureKind};
 use crate::path::{MAX_DEPTH, MAX_PATH_BYTES, MAX_SEGMENT_BYTES, PathError, SpacePath};
 use crate::reference::{self, ITEM_PREFIX, Reference, SPACE_PREFIX, URI_PREFIX};
 use crate::text::{self, SliceRequest, TextMeta};
@@ -311,6 +315,238 @@ pub fn check_edit(original: &str, edits: &[EditOp]) {
             assert_eq!(result, Ok((expected, vec![count as u32])), "{original:?}: {old_text:?} → {new_text:?}");
         } else if valid && !*replace_all && count != *expected_matches as usize {
             assert!(matches!(result, Err(edit::EditFailure { kind: FailureKind::Ambiguous { .. }, .. })));
+        }
+    }
+}
+
+/// [`patch::parse`] on any text, in both formats: never panics; a refusal
+/// names a line of the text; an accepted patch has a path for every change
+/// and no empty hunk, and its hunks have the shape of their format.
+pub fn check_patch_parse(input: &str) {
+    let line_count = input.strip_suffix('\n').unwrap_or(input).split('\n').count();
+    for format in [Format::ApplyPatch, Format::Unified] {
+        let parsed = match patch::parse(input, format) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                assert!((1..=line_count).contains(&error.line), "{format:?} {input:?}: {error}");
+                continue;
+            }
+        };
+        for change in &parsed.files {
+            assert!(!change.path().is_empty(), "{format:?} {input:?}: {change:?}");
+            let FileChange::Update { move_to, hunks, .. } = change else { continue };
+            assert!(move_to.as_ref().is_none_or(|to| !to.is_empty()));
+            assert!(!hunks.is_empty() || move_to.is_some(), "{format:?} {input:?}: an empty update");
+            for hunk in hunks {
+                assert!(!hunk.old.is_empty() || !hunk.new.is_empty(), "{format:?} {input:?}: an empty hunk");
+                assert!(hunk.old.iter().chain(&hunk.new).all(|line| !line.contains('\n')));
+                match format {
+                    Format::ApplyPatch => {
+                        assert_eq!((hunk.line, hunk.final_newline), (None, FinalNewline::Keep));
+                        assert!(!hunk.old.is_empty() || !hunk.anchors.is_empty() || hunk.end_of_file);
+                    }
+                    Format::Unified => {
+                        assert!(hunk.anchors.is_empty() && !hunk.end_of_file);
+                        assert!(hunk.line.is_some_and(|line| line >= 1), "{input:?}: {hunk:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`patch::apply_hunks`] of any patch to any text: never panics; a failure
+/// names a hunk that exists and lines of the file; a success of a unified
+/// diff on a file without `\r` is undone by the reversed diff, whenever
+/// that applies.
+pub fn check_patch_apply(original: &str, patch_text: &str) {
+    let Ok(parsed) = patch::parse(patch_text, Format::detect(patch_text)) else {
+        return;
+    };
+    let line_count = original.lines().count() as u64;
+    for change in &parsed.files {
+        let FileChange::Update { hunks, .. } = change else { continue };
+        let failure = match patch::apply_hunks(original, hunks) {
+            Ok(out) => {
+                let unified = hunks.iter().all(|hunk| hunk.line.is_some());
+                if unified && !original.contains('\r') && !out.contains('\r') {
+                    let reversed: Vec<patch::Hunk> = hunks.iter().map(reverse).collect();
+                    if let Ok(back) = patch::apply_hunks(&out, &reversed) {
+                        assert_eq!(back, original, "{patch_text:?} reversed on {out:?}");
+                    }
+                }
+                continue;
+            }
+            Err(failure) => failure,
+        };
+        assert!(failure.index < hunks.len(), "{failure:?}");
+        let in_file = |line: &u64| (1..=line_count + 1).contains(line);
+        match &failure.kind {
+            HunkFailureKind::Ambiguous { lines } => {
+                assert!(lines.len() >= 2 && lines.windows(2).all(|w| w[0] < w[1]), "{lines:?}");
+                assert!(lines.iter().all(in_file), "{lines:?} of {line_count}");
+            }
+            HunkFailureKind::NotAtEnd { lines } => {
+                assert!(!lines.is_empty() && lines.iter().all(in_file), "{lines:?} of {line_count}");
+            }
+            HunkFailureKind::NoMatch { near_miss: Some((line, _)) } => assert!(in_file(line), "{line} of {line_count}"),
+            HunkFailureKind::LineOutOfRange { line, first, last } => {
+                assert!(line < first || line > last, "{failure:?}");
+                assert!(*last <= line_count + 1, "{failure:?}");
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A hunk that undoes `hunk`, placed by its lines alone.
+fn reverse(hunk: &patch::Hunk) -> patch::Hunk {
+    let final_newline = match hunk.final_newline {
+        FinalNewline::Stated { old, new } => FinalNewline::Stated { old: new, new: old },
+        FinalNewline::Keep => FinalNewline::Keep,
+    };
+    patch::Hunk { old: hunk.new.clone(), new: hunk.old.clone(), line: None, final_newline, ..hunk.clone() }
+}
+
+/// A file's lines for diffing: split after each `\n`, so a lone `\r` stays
+/// inside its line (`similar`'s own line splitting would break there).
+fn diff_lines(text: &str) -> Vec<&str> {
+    text.split_inclusive('\n').collect()
+}
+
+/// The groups of changes from `old` to `new`, each with `context` lines
+/// around it: (old range, new range, lines with their sign).
+type Group<'a> = (std::ops::Range<usize>, std::ops::Range<usize>, Vec<(char, &'a str)>);
+
+fn diff_groups<'a>(old: &[&'a str], new: &[&'a str], context: usize) -> Vec<Group<'a>> {
+    let ops = similar::capture_diff_slices(similar::Algorithm::Myers, old, new);
+    let mut groups = Vec::new();
+    for ops in similar::group_diff_ops(ops, context) {
+        let (Some(first), Some(last)) = (ops.first(), ops.last()) else { continue };
+        let old_range = first.old_range().start..last.old_range().end;
+        let new_range = first.new_range().start..last.new_range().end;
+        let mut lines = Vec::new();
+        for op in &ops {
+            let (tag, old_lines, new_lines) = op.as_tag_tuple();
+            match tag {
+                similar::DiffTag::Equal => lines.extend(old[old_lines].iter().map(|l| (' ', *l))),
+                similar::DiffTag::Delete => lines.extend(old[old_lines].iter().map(|l| ('-', *l))),
+                similar::DiffTag::Insert => lines.extend(new[new_lines].iter().map(|l| ('+', *l))),
+                similar::DiffTag::Replace => {
+                    lines.extend(old[old_lines].iter().map(|l| ('-', *l)));
+                    lines.extend(new[new_lines].iter().map(|l| ('+', *l)));
+                }
+            }
+        }
+        groups.push((old_range, new_range, lines));
+    }
+    groups
+}
+
+/// A `git diff` of one file from `old` to `new`.
+fn unified_text(old: &str, new: &str, context: usize) -> String {
+    let (old_lines, new_lines) = (diff_lines(old), diff_lines(new));
+    let range =
+        |r: &std::ops::Range<usize>| format!("{},{}", if r.is_empty() { r.start } else { r.start + 1 }, r.len());
+    let mut text = String::from("diff --git a/file.txt b/file.txt\n--- a/file.txt\n+++ b/file.txt\n");
+    for (old_range, new_range, lines) in diff_groups(&old_lines, &new_lines, context) {
+        text.push_str(&format!("@@ -{} +{} @@\n", range(&old_range), range(&new_range)));
+        for (sign, line) in lines {
+            text.push(sign);
+            match line.strip_suffix('\n') {
+                Some(line) => text.push_str(&format!("{line}\n")),
+                None => text.push_str(&format!("{line}\n\\ No newline at end of file\n")),
+            }
+        }
+    }
+    text
+}
+
+/// An `apply_patch` update of one file from `old` to `new`; `None` when
+/// `context` is 0 and an insertion has no context to place it.
+fn apply_patch_text(old: &str, new: &str, context: usize) -> Option<String> {
+    let (old_lines, new_lines) = (diff_lines(old), diff_lines(new));
+    let mut text = String::from("*** Begin Patch\n*** Update File: file.txt\n");
+    for (old_range, _, lines) in diff_groups(&old_lines, &new_lines, context) {
+        let at_end = old_range.end == old_lines.len();
+        if old_range.is_empty() && !at_end {
+            return None;
+        }
+        text.push_str("@@\n");
+        for (sign, line) in lines {
+            text.push(sign);
+            text.push_str(line.strip_suffix('\n').unwrap_or(line));
+            text.push('\n');
+        }
+        if at_end {
+            text.push_str("*** End of File\n");
+        }
+    }
+    text.push_str("*** End Patch\n");
+    Some(text)
+}
+
+/// `text` with each bare `\n` written as CRLF.
+fn with_crlf(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        match line.strip_suffix('\n') {
+            Some(body) if !body.ends_with('\r') => {
+                out.push_str(body);
+                out.push_str("\r\n");
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
+/// The hunks of a one-file patch that updates `file.txt`.
+fn update_hunks(text: &str, format: Format) -> Vec<patch::Hunk> {
+    let parsed = patch::parse(text, format).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+    match <[FileChange; 1]>::try_from(parsed.files) {
+        Ok([FileChange::Update { path, move_to: None, hunks }]) if path == "file.txt" => hunks,
+        other => panic!("{text:?} parsed to {other:?}"),
+    }
+}
+
+/// A diff from `old` to `new`, written as a unified diff and as an
+/// `apply_patch` patch (with `context` lines, and with the whole file as
+/// context), parses and applies to `old` to give `new` exactly, with two
+/// exceptions the formats call for: the lines a patch writes into a file
+/// whose lines all end with CRLF end with CRLF; and `apply_patch`, which
+/// cannot state a final newline, keeps `old`'s. With little context an
+/// `apply_patch` hunk may only fail as ambiguous, listing its true place.
+pub fn check_patch_round_trip(old: &str, new: &str, context: u8) {
+    if old == new {
+        return;
+    }
+    let context = usize::from(context % 6);
+    let convert = |text: &str| if crlf_only(old) { with_crlf(text) } else { text.to_owned() };
+
+    let unified = unified_text(old, new, context);
+    let applied = patch::apply_hunks(old, &update_hunks(&unified, Format::Unified));
+    assert_eq!(applied.as_deref(), Ok(convert(new).as_str()), "{unified}");
+
+    // `apply_patch` keeps `old`'s final newline: the last line `new` ends
+    // with takes `old`'s ending, unless nothing is left.
+    let old_newline = old.is_empty() || old.ends_with('\n');
+    let expected = match (old_newline, new.ends_with('\n') || new.is_empty()) {
+        (true, false) => format!("{new}\n"),
+        (false, true) => new.strip_suffix('\n').unwrap_or(new).to_owned(),
+        _ => new.to_owned(),
+    };
+    let expected = convert(&expected);
+    let whole = diff_lines(old).len() + diff_lines(new).len() + 1;
+    for context in [context.max(1), whole] {
+        let Some(text) = apply_patch_text(old, new, context) else { continue };
+        match patch::apply_hunks(old, &update_hunks(&text, Format::ApplyPatch)) {
+            Ok(out) => assert_eq!(out, expected, "{text}"),
+            Err(failure) => {
+                assert!(context < whole, "{text}: {failure:?}");
+                let HunkFailureKind::Ambiguous { lines } = &failure.kind else { panic!("{text}: {failure:?}") };
+                assert!(lines.len() >= 2, "{text}: {failure:?}");
+            }
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod edits;
 pub mod files;
 pub mod grep_search;
 pub mod history;
+pub mod patch;
 
 /// What every client command works with.
 #[derive(Debug)]

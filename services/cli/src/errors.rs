@@ -154,6 +154,18 @@ pub const NEXT_ACTIONS: &NextActions = &[
         "Add surrounding context to old_text in the edits file so it matches once, or set \"replace_all\": true.",
     ),
     (
+        "EDIT_NO_MATCH",
+        "patch",
+        "Read {path} again (`agentvfs read {path}`) and write hunk {hunk} of the patch with its lines exactly as \
+         they appear.",
+    ),
+    (
+        "EDIT_AMBIGUOUS_MATCH",
+        "patch",
+        "Add context lines (or an @@ line naming a line above it) to hunk {hunk} of {path} in the patch so it \
+         matches once.",
+    ),
+    (
         "INVALID_PATTERN",
         "grep",
         "Fix the pattern at the reported position, or add -F (--fixed-strings) to search for it literally.",

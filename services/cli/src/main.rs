@@ -7,13 +7,13 @@
 //! a space named `default` exists, and stops both on Ctrl-C or SIGTERM.
 //!
 //! `agentvfs mcp` serves the Model Context Protocol on stdin/stdout: the tools
-//! `ls`, `read`, `write`, `edit`, `find`, `grep`, `search`, `read_many` and
-//! `batch`, each one gRPC call to the front at `--addr`, in `--space` unless a
+//! `ls`, `read`, `write`, `edit`, `find`, `grep`, `search`, `read_many`,
+//! `batch` and `apply_patch`, each one gRPC call to the front at `--addr`, in `--space` unless a
 //! call names another, all in one session (`--session`, else a new one).
 //!
 //! Every other subcommand is a client of a running front: one gRPC call, or
 //! the pages of one call (`ls`, `read`, `read-many`, `write`, `edit`, `find`,
-//! `grep`, `search`, `versions`, `diff`, `resolve`, `batch`, `watch`, and the
+//! `grep`, `search`, `versions`, `diff`, `resolve`, `batch`, `patch`, `watch`, and the
 //! admin commands `space`, `access`, `quota`, `functions`), or a sequence of
 //! calls (`pull-folder`, `push-folder`; see the `sync` module). Global flags:
 //! `--addr` (`AGENTVFS_ADDR`, default `127.0.0.1:50051`), `--token`
@@ -59,7 +59,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use self::client::Client;
-use self::commands::{Context, admin, batch, files, grep_search, history};
+use self::commands::{Context, admin, batch, files, grep_search, history, patch};
 use self::errors::CliError;
 use self::output::Output;
 
@@ -140,6 +140,8 @@ enum Command {
     Resolve(files::ResolveArgs),
     /// Preview (or with --apply, apply atomically) structural actions.
     Batch(batch::BatchArgs),
+    /// Check (or with --apply, apply atomically) a patch: apply_patch or a unified diff.
+    Patch(patch::PatchArgs),
     /// Print change events until Ctrl-C.
     Watch(history::WatchArgs),
     /// Create, list or delete spaces.
@@ -230,6 +232,7 @@ impl Command {
             Command::Diff(_) => "diff",
             Command::Resolve(_) => "resolve",
             Command::Batch(_) => "batch",
+            Command::Patch(_) => "patch",
             Command::Watch(_) => "watch",
             Command::Space(_) => "space",
             Command::Access(_) => "access",
@@ -262,6 +265,7 @@ async fn client_command(global: Global, command: Command) -> Result<(), CliError
         Command::Diff(args) => history::diff(ctx, args).await,
         Command::Resolve(args) => files::resolve(ctx, args).await,
         Command::Batch(args) => batch::batch(ctx, args).await,
+        Command::Patch(args) => patch::patch(ctx, args).await,
         Command::Watch(args) => history::watch(ctx, args).await,
         Command::Space(command) => admin::space(ctx, command).await,
         Command::Access(command) => admin::access(ctx, command).await,

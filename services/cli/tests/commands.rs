@@ -210,6 +210,36 @@ fn json_prints_one_proto_json_line_per_page_and_cursors_are_never_dropped() {
 }
 
 #[test]
+fn patch_checks_a_unified_diff_then_applies_it() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/src/app.py", "--content", "def main():\n    print(\"hi\")\n"]);
+    let diff = stack.temp.path().join("change.diff");
+    std::fs::write(
+        &diff,
+        "--- a/src/app.py\n+++ b/src/app.py\n@@ -1,2 +1,2 @@\n def main():\n-    print(\"hi\")\n+    print(\"hello\")\n",
+    )
+    .unwrap();
+    let diff = diff.to_str().unwrap();
+    let checked = stack.ok(&["patch", diff]);
+    assert!(checked.contains("+    print(\"hello\")"), "{checked}");
+    assert!(
+        checked.ends_with(
+            "update /src/app.py (+1 -1)\nchecked: nothing applied (apply with --apply --idempotency-key KEY)\n"
+        ),
+        "{checked}"
+    );
+    assert_eq!(stack.run(&["patch", diff, "--apply"]).code, 2, "--apply needs a key");
+    let applied = stack.ok(&["patch", diff, "--apply", "--idempotency-key", "p1"]);
+    assert!(applied.starts_with("update /src/app.py v2 (+1 -1)\napplied 1 files at revision"), "{applied}");
+    assert!(stack.ok(&["read", "/src/app.py"]).contains("hello"));
+
+    // Applied once, the hunk no longer matches: exit 4, naming the hunk.
+    let stale = stack.run(&["patch", diff, "--apply", "--idempotency-key", "p2"]);
+    assert_eq!(stale.code, 4, "{stale:?}");
+    assert!(stale.stderr.contains("EDIT_NO_MATCH") && stale.stderr.contains("hunk 0 of the patch"), "{stale:?}");
+}
+
+#[test]
 fn batch_and_admin_commands() {
     let stack = Stack::start();
     let actions = stack.temp.path().join("actions.json");

@@ -63,7 +63,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 #[test]
-fn tools_list_names_the_nine_tools_with_input_schemas() {
+fn tools_list_names_the_ten_tools_with_input_schemas() {
     let stack = Stack::start();
     runtime().block_on(async {
         let client = connect(&stack.addr, &["--space", "default"]).await;
@@ -72,7 +72,10 @@ fn tools_list_names_the_nine_tools_with_input_schemas() {
         let tools = client.list_all_tools().await.unwrap();
         let mut names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
         names.sort_unstable();
-        assert_eq!(names, ["batch", "edit", "find", "grep", "ls", "read", "read_many", "search", "write"]);
+        assert_eq!(
+            names,
+            ["apply_patch", "batch", "edit", "find", "grep", "ls", "read", "read_many", "search", "write"]
+        );
         for tool in &tools {
             let schema = &tool.input_schema;
             assert_eq!(schema["type"], "object", "{}", tool.name);
@@ -86,7 +89,7 @@ fn tools_list_names_the_nine_tools_with_input_schemas() {
         let schema = |name: &str| tools.iter().find(|tool| tool.name == name).unwrap().input_schema.clone();
         assert_eq!(schema("read")["required"], json!(["path"]));
         assert_eq!(schema("edit")["required"], json!(["path", "edits"]));
-        for name in ["write", "edit", "batch"] {
+        for name in ["write", "edit", "batch", "apply_patch"] {
             assert!(schema(name)["properties"].get("idempotency_key").is_some(), "{name}");
         }
         assert!(schema("edit")["properties"].get("dry_run").is_some());
@@ -204,6 +207,35 @@ fn failures_are_tool_errors_with_reason_and_next_action() {
         let unavailable = tool_error(&call(&orphan, "ls", json!({})).await, "UNAVAILABLE");
         assert_eq!(unavailable["retryable"], true);
         orphan.cancel().await.unwrap();
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn apply_patch_checks_by_default_and_applies_when_asked() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/docs/a.md", "--content", "alpha\nbeta\n"]);
+    runtime().block_on(async {
+        let client = connect(&stack.addr, &[]).await;
+        let text = "*** Begin Patch\n*** Update File: docs/a.md\n@@\n alpha\n-beta\n+BETA\n\
+                    *** Add File: docs/b.md\n+new\n*** End Patch\n";
+        let checked = ok(&call(&client, "apply_patch", json!({"patch": text})).await);
+        assert_eq!(checked["dry_run"], true);
+        assert!(checked["diff"].as_str().unwrap().contains("+BETA"), "{checked}");
+        assert!(stack.ok(&["read", "/docs/a.md"]).contains("beta"));
+        tool_error(&call(&client, "apply_patch", json!({"patch": text, "apply": true})).await, "INVALID_ARGUMENT");
+
+        let apply = json!({"patch": text, "apply": true, "idempotency_key": "p1"});
+        let applied = ok(&call(&client, "apply_patch", apply).await);
+        assert_eq!(applied["files"].as_array().unwrap().len(), 2, "{applied}");
+        assert!(stack.ok(&["read", "/docs/a.md"]).contains("BETA"));
+        assert!(stack.ok(&["read", "/docs/b.md"]).contains("new"));
+
+        // Applied once, the same hunk no longer matches: the error names it.
+        let again = json!({"patch": text.replace("docs/b.md", "docs/c.md"), "apply": true, "idempotency_key": "p2"});
+        let stale = tool_error(&call(&client, "apply_patch", again).await, "EDIT_NO_MATCH");
+        assert!(stale["next_action"].as_str().unwrap().contains("hunk 0 "), "{stale}");
+        assert_eq!(stack.run(&["read", "/docs/c.md"]).code, 3, "nothing of a failed patch is saved");
         client.cancel().await.unwrap();
     });
 }

@@ -96,3 +96,13 @@ result previews every action. With apply: true and an idempotency_key (required)
 Returns {outcomes: [{index, ok, summary, path, node_id, version, error}], applied_changes, atomic, applied, \
 failed_index, revision}. If an action fails, the call is a tool error naming that action's reason and \
 next_action, with the outcomes under batch.";
+
+pub const APPLY_PATCH: &str = "\
+Check, or apply atomically, a patch of one or more files: the apply_patch format (*** Begin Patch, *** Add File: \
+PATH with + lines, *** Update File: PATH with optional *** Move to: PATH and @@ hunks of context ' ', removed '-' \
+and added '+' lines, *** Delete File: PATH, *** End Patch) or a unified diff (git diff). Context lines must match \
+the file exactly; a hunk that matches nowhere or twice fails the whole patch, naming the file, the hunk and the \
+closest line. Deleted files go to the trash. By default (apply: false) nothing changes and the result shows every \
+file's change and the resulting diff; with apply: true and an idempotency_key (required) every file changes or none \
+does. Returns {files: [{path, new_path, change, previous_version, version, hunks, lines_added, lines_removed}], \
+diff, dry_run, revision}.";

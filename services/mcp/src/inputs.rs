@@ -423,6 +423,38 @@ pub struct Batch {
     pub confirm_access: bool,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyPatch {
+    /// Space ID or name.
+    pub space: Option<String>,
+    /// The patch: `*** Begin Patch` … `*** End Patch` (apply_patch), or a unified diff of one or more files.
+    pub patch: String,
+    /// Folder the patch's relative paths are in (default `/`).
+    #[serde(default)]
+    pub base: String,
+    /// Apply the patch atomically (every file or none); false (the default) only checks it and returns the
+    /// resulting diff. Applying requires an `idempotency_key`.
+    #[serde(default)]
+    pub apply: bool,
+    /// Any string unique to this intended change; required with `apply`, so that a retry cannot apply twice.
+    #[serde(default)]
+    pub idempotency_key: String,
+}
+
+impl ApplyPatch {
+    pub fn request(self, default_space: &str) -> pb::ApplyPatchRequest {
+        pb::ApplyPatchRequest {
+            space: space(self.space, default_space),
+            patch: self.patch,
+            base: self.base,
+            dry_run: !self.apply,
+            idempotency_key: self.idempotency_key,
+            ..Default::default()
+        }
+    }
+}
+
 /// One structural action: an object with exactly one key naming the action.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]

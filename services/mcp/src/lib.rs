@@ -1,8 +1,8 @@
 //! The agentvfs tools of the Model Context Protocol, defined once for both
 //! transports: `agentvfs mcp` (stdio, in the CLI) and `/mcp` on the front
-//! (Streamable HTTP). Nine tools — `ls`, `read`, `write`, `edit`, `find`,
-//! `grep`, `search`, `read_many` and `batch` — each make one call of the
-//! `FileSystem` service.
+//! (Streamable HTTP). Ten tools — `ls`, `read`, `write`, `edit`, `find`,
+//! `grep`, `search`, `read_many`, `batch` and `apply_patch` — each make one
+//! call of the `FileSystem` service.
 //!
 //! - Arguments are JSON objects with the snake_case fields of the proto
 //!   requests (see [`inputs`]); `space` defaults to the server's space.
@@ -198,6 +198,10 @@ impl Server {
                 }
                 self.batch_reply(&response)
             }
+            "apply_patch" => {
+                let request = parse::<inputs::ApplyPatch>(arguments)?.request(space);
+                self.reply(name, "ApplyPatchResponse", fs.apply_patch(self.request(request, http)).await)
+            }
             _ => Err(error_result(&ToolError::invalid_argument(format!("there is no tool named {name:?}")), None)),
         }
     }
@@ -306,7 +310,7 @@ impl ServerHandler for Server {
     }
 }
 
-/// The nine tools, with input schemas whose `space` defaults to `space`.
+/// The ten tools, with input schemas whose `space` defaults to `space`.
 fn tools(space: &str) -> Result<Vec<Tool>, Error> {
     use descriptions as d;
     let read_only = || ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false);
@@ -321,6 +325,7 @@ fn tools(space: &str) -> Result<Vec<Tool>, Error> {
         tool::<inputs::Search>("search", "Ranked full-text search", d::SEARCH, read_only(), space)?,
         tool::<inputs::ReadMany>("read_many", "Read several files", d::READ_MANY, read_only(), space)?,
         tool::<inputs::Batch>("batch", "Structural changes", d::BATCH, changes(), space)?,
+        tool::<inputs::ApplyPatch>("apply_patch", "Apply a patch", d::APPLY_PATCH, changes(), space)?,
     ])
 }
 

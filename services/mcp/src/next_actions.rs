@@ -35,6 +35,16 @@ pub const NEXT_ACTIONS: &NextActions = &[
     ),
     ("VERSION_CONFLICT", "", "Call read on {path} again, then redo the change against version {currentVersion}."),
     ("FILE_MODIFIED_SINCE_READ", "", "Call read on {path} again, then redo the edit against what it returns."),
+    (
+        "EDIT_NO_MATCH",
+        "apply_patch",
+        "Call read on {path} again and write hunk {hunk} with its context and removed lines exactly as they appear.",
+    ),
+    (
+        "EDIT_AMBIGUOUS_MATCH",
+        "apply_patch",
+        "Add context lines (or an @@ line naming a line above it) to hunk {hunk} of {path} so it matches once.",
+    ),
     ("EDIT_NO_MATCH", "", "Call read on the file again and copy old_text exactly as it appears."),
     ("INVALID_ARGUMENT", "", "Fix the argument the message names, then call again."),
     ("TOO_LARGE", "", "Fix the argument the message names, then call again."),

@@ -229,7 +229,7 @@ fn run(
                     .with("limit", limit)
                     .field(field("create.content")));
             }
-            let entry = put(commit, caller, req, &path, None, a.content.clone().into_bytes());
+            let entry = put(commit, caller, "batch", key_of(req), &path, None, a.content.clone().into_bytes());
             Ok(ok(index, format!("create {path} ({} bytes)", entry.size), &path, Some(&entry), 1))
         }
         pb::batch_action::Action::Edit(a) => {
@@ -254,7 +254,7 @@ fn run(
                 )
                 .with("limit", limit));
             }
-            let new = put(commit, caller, req, &path, Some(&entry), edited.into_bytes());
+            let new = put(commit, caller, "batch", key_of(req), &path, Some(&entry), edited.into_bytes());
             Ok(ok(index, format!("edit {path}: version {} -> {}", entry.version, new.version), &path, Some(&new), 1))
         }
         pb::batch_action::Action::Copy(a) => {
@@ -332,7 +332,7 @@ fn new_name_free(store: &Store, commit: &Commit, path: &SpacePath) -> Result<()>
 }
 
 /// The text of a file as this batch has left it so far.
-fn planned_text(store: &Store, commit: &Commit, target: &Target, entry: &Entry) -> Result<String> {
+pub(super) fn planned_text(store: &Store, commit: &Commit, target: &Target, entry: &Entry) -> Result<String> {
     let bytes = match commit.planned_bytes(entry.node, entry.version) {
         Some(bytes) => bytes.to_vec(),
         None => {
@@ -348,12 +348,18 @@ fn planned_text(store: &Store, commit: &Commit, target: &Target, entry: &Entry) 
     String::from_utf8(bytes).map_err(|_| Error::new(Reason::NotUtf8, format!("{} is not valid UTF-8.", target.path)))
 }
 
-/// Saves `bytes` at `path` as a new version made by `req` (which names it
-/// by its idempotency key when applied).
-fn put(
+/// The idempotency key a batch's versions record: its key when applied.
+fn key_of(req: &pb::BatchRequest) -> Option<String> {
+    (req.apply && !req.idempotency_key.is_empty()).then(|| req.idempotency_key.clone())
+}
+
+/// Plans `bytes` as `path`'s new version, made by `operation` under
+/// `idempotency_key` (when applied).
+pub(super) fn put(
     commit: &mut Commit,
     caller: &Caller,
-    req: &pb::BatchRequest,
+    operation: &str,
+    idempotency_key: Option<String>,
     path: &SpacePath,
     previous: Option<&Entry>,
     bytes: Vec<u8>,
@@ -363,10 +369,10 @@ fn put(
         size: bytes.len() as u64,
         text: TextMeta::analyze(&bytes),
         principal: caller.principal.clone(),
-        operation: "batch".to_owned(),
+        operation: operation.to_owned(),
         revision: 0,
         time_ms: 0,
-        idempotency_key: (req.apply && !req.idempotency_key.is_empty()).then(|| req.idempotency_key.clone()),
+        idempotency_key,
         tool_call: caller.tool_call.clone(),
         // An edit keeps the bit; a created file has none.
         executable: previous.is_some_and(|e| e.executable),

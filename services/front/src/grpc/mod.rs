@@ -12,6 +12,7 @@ mod filesystem;
 mod handler;
 mod idempotency;
 pub mod limits;
+mod patch;
 mod read;
 mod search;
 mod transfer;

@@ -240,6 +240,51 @@ fn apply_patch_checks_by_default_and_applies_when_asked() {
     });
 }
 
+/// A 1x1 PNG.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00,
+    0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 0x49,
+    0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0, 0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d,
+    0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+#[test]
+fn read_returns_an_image_as_an_image_block_and_a_pdf_as_a_resource() {
+    use base64::Engine as _;
+    let stack = Stack::start();
+    assert_eq!(stack.run_with_bytes(&["write", "/media/dot.png"], PNG).code, 0);
+    let pdf = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n%%EOF\n\x00\xff";
+    assert_eq!(stack.run_with_bytes(&["write", "/media/doc.pdf"], pdf).code, 0);
+    runtime().block_on(async {
+        let client = connect(&stack.addr, &[]).await;
+        let decode = |data: &str| base64::engine::general_purpose::STANDARD.decode(data).unwrap();
+
+        let image = call(&client, "read", json!({"path": "/media/dot.png"})).await;
+        assert_eq!(image.is_error, Some(false), "{image:?}");
+        assert_eq!(image.content.len(), 2, "{image:?}");
+        let meta: Value = serde_json::from_str(&image.content[0].as_text().unwrap().text).unwrap();
+        assert_eq!(meta["mime_type"], "image/png");
+        assert!(meta.get("data").is_none(), "the bytes are not in the JSON: {meta}");
+        let block = serde_json::to_value(&image.content[1]).unwrap();
+        assert_eq!(block["type"], "image", "{block}");
+        assert_eq!(block["mimeType"], "image/png");
+        assert_eq!(decode(block["data"].as_str().unwrap()), PNG);
+
+        let doc = call(&client, "read", json!({"path": "/media/doc.pdf"})).await;
+        let block = serde_json::to_value(&doc.content[1]).unwrap();
+        assert_eq!(block["type"], "resource", "{block}");
+        assert_eq!(block["resource"]["mimeType"], "application/pdf");
+        assert!(block["resource"]["uri"].as_str().unwrap().starts_with("agentvfs:item:nd_"), "{block}");
+        assert_eq!(decode(block["resource"]["blob"].as_str().unwrap()), pdf);
+
+        // Text reads as it always did: one JSON block.
+        stack.ok(&["write", "/media/notes.md", "--content", "# notes\n"]);
+        let text = ok(&call(&client, "read", json!({"path": "/media/notes.md"})).await);
+        assert_eq!(text["content"], "# notes\n");
+        client.cancel().await.unwrap();
+    });
+}
+
 #[test]
 fn next_page_token_continues_ls_and_grep() {
     let stack = Stack::start();

@@ -144,7 +144,9 @@ impl Reason {
             AlreadyExists => "Choose another name, or read the existing item first.",
             NotAFile => "Use List for directories; this call needs a file.",
             NotADirectory => "A file is in the way; choose a path whose parents are directories.",
-            BinaryContent | NotUtf8 => "Use Download for this file's raw bytes; text operations cannot read it.",
+            BinaryContent | NotUtf8 => {
+                "Read it with media set (up to 8 MiB) or Download its raw bytes; text operations cannot read it."
+            }
             FileTooLarge => "Use Download for this file, or split the content into smaller files.",
             ReadRequired => "Read the file in this session first, or pass base_version.",
             EditNoMatch => "Read the file again and copy old_text exactly as it appears.",

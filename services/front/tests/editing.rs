@@ -401,4 +401,54 @@ on_both_engines! {
             .unwrap_err();
         assert_error(&not_generated, Code::InvalidArgument, "INVALID_ARGUMENT");
     }
+
+    #[tokio::test]
+    async fn a_media_read_returns_the_bytes_and_their_mime_type() {
+        let front = Front::start().await;
+        front.space("s").await;
+        let mut fs = front.fs().await;
+        let png = [0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d, b'I', b'H', b'D', b'R', 0, 0xff];
+        fs.write(write_bytes("s", "/img/a.png", &png)).await.unwrap();
+        fs.write(write_bytes("s", "/blob.bin", &[0, 1, 2, 0xff])).await.unwrap();
+        fs.write(write_text("s", "/a.md", "# a\n")).await.unwrap();
+        let media = |path: &str| pb::ReadRequest { media: true, ..read("s", path) };
+
+        // Without media, a binary file is refused as before.
+        assert_error(&fs.read(read("s", "/img/a.png")).await.unwrap_err(), Code::FailedPrecondition, "NOT_UTF8");
+        let image = fs.read(media("/img/a.png")).await.unwrap().into_inner();
+        assert_eq!((image.mime_type.as_str(), image.data.as_slice()), ("image/png", png.as_slice()));
+        assert_eq!((image.size, image.version, image.content.as_str()), (png.len() as u64, 1, ""));
+        let unknown = fs.read(media("/blob.bin")).await.unwrap().into_inner();
+        assert_eq!(unknown.mime_type, "application/octet-stream");
+        // A text file reads as text, media or not.
+        let text = fs.read(media("/a.md")).await.unwrap().into_inner();
+        assert_eq!((text.content.as_str(), text.mime_type.as_str()), ("# a\n", "text/plain; charset=utf-8"));
+        assert!(text.data.is_empty());
+
+        // Over the limit: TOO_LARGE naming it.
+        let mut big = vec![0u8; (8 << 20) + 1];
+        big[..png.len()].copy_from_slice(&png);
+        let upload = [pb::UploadChunk {
+            part: Some(pb::upload_chunk::Part::Header(pb::UploadHeader {
+                space: "s".into(),
+                path: "/img/big.png".into(),
+                hash: blake3::hash(&big).to_hex().to_string(),
+                ..Default::default()
+            })),
+        }]
+        .into_iter()
+        .chain(big.chunks(1 << 20).map(|data| pb::UploadChunk { part: Some(pb::upload_chunk::Part::Data(data.to_vec())) }));
+        fs.upload(tokio_stream::iter(upload.collect::<Vec<_>>())).await.unwrap();
+        let error = fs.read(media("/img/big.png")).await.unwrap_err();
+        assert_error(&error, Code::InvalidArgument, "TOO_LARGE");
+        assert_eq!(metadata(&error, "limit"), (8u64 << 20).to_string());
+
+        // ReadMany reads text only.
+        let many = pb::ReadManyRequest { space: "s".into(), reads: vec![media("/img/a.png")] };
+        let result = fs.read_many(many).await.unwrap().into_inner();
+        match &result.results[0].outcome {
+            Some(pb::read_many_result::Outcome::Error(error)) => assert_eq!(error.reason, "INVALID_ARGUMENT"),
+            other => panic!("{other:?}"),
+        }
+    }
 }

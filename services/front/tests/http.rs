@@ -526,6 +526,11 @@ async fn every_unary_route_answers_as_recorded() {
                    "actions": [{"mkdir": {"path": "/b"}}, {"create": {"path": "/b/c.txt", "content": "c\n"}},
                                {"trash": {"path": "/b/c.txt"}}]}),
         ),
+        (
+            "fs/apply_patch",
+            json!({"space": space, "idempotencyKey": "p1",
+                   "patch": "*** Begin Patch\n*** Update File: docs/a.md\n@@\n alpha\n-gamma\n+delta\n*** End Patch\n"}),
+        ),
         ("fs/list_versions", json!({"space": space, "path": "/docs/a.md"})),
         ("fs/diff", json!({"space": space, "path": "/docs/a.md", "fromVersion": "1", "toVersion": "2"})),
         ("fs/resolve", json!({"space": space, "reference": "/docs/a.md"})),
@@ -547,10 +552,18 @@ async fn every_unary_route_answers_as_recorded() {
     for (route, template) in calls {
         let path = format!("/api/v1/{route}");
         let request: Value = serde_json::from_str(&template.to_string().replace("{trashed}", &trashed)).unwrap();
+        // The index follows changes shortly after they are made: a search
+        // is recorded once the index has every revision of the space.
+        let revision = |reply: &Value, field: &str| reply[field].as_str().and_then(|n| n.parse::<u64>().ok());
+        let current = if route == "fs/search" {
+            let (_, space) = post(&http, "/api/v1/admin/get_space", &json!({"space": space}));
+            revision(&space, "revision")
+        } else {
+            None
+        };
         let (mut status, mut reply) = post(&http, &path, &request);
-        // The index follows changes shortly after they are made.
         for _ in 0..100 {
-            if route != "fs/search" || reply["hits"].as_array().is_some_and(|hits| !hits.is_empty()) {
+            if current.is_none_or(|current| revision(&reply, "indexRevision").is_some_and(|index| index >= current)) {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;

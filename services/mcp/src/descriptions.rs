@@ -34,7 +34,9 @@ Read a slice of a text file: at most `limit` lines (default 200) and at most max
 total_lines, first_line, last_line, truncated, next, size, text}: content is the original text of lines \
 first_line..last_line, line terminators included. If `next` is present the file goes on: call read again with \
 offset = next.start_line and start_char = next.start_char (0 when absent). Reading records the version in this \
-session, which edit needs. Binary files fail with BINARY_CONTENT.";
+session, which edit needs. A file that is not text (up to 8 MiB) comes back whole: an image as an image \
+content block, a PDF, audio or other binary file as an embedded resource with its MIME type, beside {path, \
+version, hash, size, mime_type}.";
 
 pub const READ_MANY: &str = "\
 Read 1–10 files in one call, each as with read, sharing an output budget of 262144 UTF-16 code units. Returns \

@@ -93,6 +93,8 @@ impl Read {
             start_char: self.start_char,
             max_chars: self.max_chars.unwrap_or(0),
             at_revision: self.at_revision,
+            // Images, PDFs and audio come back as what they are.
+            media: true,
             ..Default::default()
         }
     }

@@ -32,7 +32,7 @@ use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use rmcp::handler::server::tool::schema_for_input;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    ListToolsResult, PaginatedRequestParams, ResourceContents, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -157,7 +157,15 @@ impl Server {
             }
             "read" => {
                 let request = parse::<inputs::Read>(arguments)?.request(space);
-                self.reply(name, "ReadResponse", fs.read(self.request(request, http)).await)
+                let response = fs.read(self.request(request, http)).await;
+                let mut response = response.map_err(|status| failure(name, &status))?.into_inner();
+                // A media read's bytes go in a block of their own, not in the JSON.
+                let data = std::mem::take(&mut response.data);
+                let mut result = json_result(self.proto_json("ReadResponse", &response)?, false);
+                if !data.is_empty() {
+                    result.content.push(media_block(&response, &data));
+                }
+                Ok(result)
             }
             "read_many" => {
                 let request = parse::<inputs::ReadMany>(arguments)?.request(space);
@@ -355,6 +363,19 @@ fn parse<T: serde::de::DeserializeOwned>(arguments: JsonObject) -> Result<T, Cal
             None,
         )
     })
+}
+
+/// A media read's bytes as the content block a model sees: an image as an
+/// image, anything else (a PDF, audio) as an embedded resource.
+fn media_block(read: &pb::ReadResponse, data: &[u8]) -> ContentBlock {
+    use base64::Engine as _;
+    let data = base64::engine::general_purpose::STANDARD.encode(data);
+    if read.mime_type.starts_with("image/") {
+        ContentBlock::image(data, read.mime_type.clone())
+    } else {
+        let uri = format!("agentvfs:item:{}", read.node_id);
+        ContentBlock::resource(ResourceContents::blob(data, uri).with_mime_type(read.mime_type.clone()))
+    }
 }
 
 /// A successful result: the JSON as text and as structured content.

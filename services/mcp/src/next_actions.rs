@@ -52,8 +52,16 @@ pub const NEXT_ACTIONS: &NextActions = &[
     ("SNAPSHOT_EXPIRED", "", "Call again without page_token; the pinned revision was compacted away."),
     ("NOT_FOUND", "", "Check the path with the ls or find tool; it does not exist or is not visible to you."),
     ("NOT_A_FILE", "", "Use the ls tool for directories; this tool needs a file."),
-    ("BINARY_CONTENT", "", "This file is not text, so these tools cannot read or edit it; write can replace it whole."),
-    ("NOT_UTF8", "", "This file is not text, so these tools cannot read or edit it; write can replace it whole."),
+    (
+        "BINARY_CONTENT",
+        "",
+        "This file is not text: read returns it whole as media (up to 8 MiB); edit cannot change it, write can replace it.",
+    ),
+    (
+        "NOT_UTF8",
+        "",
+        "This file is not text: read returns it whole as media (up to 8 MiB); edit cannot change it, write can replace it.",
+    ),
     ("FILE_TOO_LARGE", "", "Split the content into smaller files; these tools cannot handle one this large."),
     ("IDEMPOTENCY_KEY_REUSED", "", "Give a new idempotency_key for a different change."),
     ("IDEMPOTENCY_REQUEST_IN_PROGRESS", "", "Call again shortly with the same idempotency_key."),

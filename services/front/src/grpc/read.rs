@@ -1,4 +1,5 @@
-//! `Read` and `ReadMany`: bounded slices of text files.
+//! `Read` and `ReadMany`: bounded slices of text files, and with `media`
+//! whole files that are not text, with their MIME type.
 
 use agentvfs_proto::v1 as pb;
 
@@ -13,6 +14,10 @@ use crate::text::{self, SliceError, SliceRequest};
 const DEFAULT_MAX_CHARS: u64 = 32_768;
 const MAX_MAX_CHARS: u64 = 131_072;
 const DEFAULT_LINES: u64 = 200;
+/// The largest file a media read returns.
+const MAX_MEDIA_BYTES: u64 = 8 << 20;
+/// The MIME type of every text file.
+const TEXT_MIME: &str = "text/plain; charset=utf-8";
 /// `ReadMany`: most reads and the shared output budget in UTF-16 units.
 const MAX_READS: usize = 10;
 const READ_MANY_BUDGET: u64 = 262_144;
@@ -27,7 +32,7 @@ const READ_MANY_BUDGET: u64 = 262_144;
 /// whole read on the blocking pool.
 pub(super) const INLINE_BYTES: u64 = super::super::store::content::CHUNK_SIZE as u64;
 
-/// A read resolved to one text version, its content not fetched yet.
+/// A read resolved to one version, its content not fetched yet.
 #[derive(Debug)]
 pub(super) struct Located {
     target: Target,
@@ -35,6 +40,8 @@ pub(super) struct Located {
     number: u64,
     pub(super) version: VersionRecord,
     request: SliceRequest,
+    /// A media read of a file that is not text: its bytes, whole.
+    media: bool,
 }
 
 /// One read, with at most `budget` UTF-16 units of output.
@@ -75,14 +82,49 @@ pub(super) fn locate(front: &Front, caller: &Caller, req: &pb::ReadRequest, budg
             .with("currentVersion", entry.version));
         }
     };
+    if req.media {
+        let version = front
+            .store
+            .version(target.space.id, entry.node, number)?
+            .ok_or_else(|| Error::not_found(format!("version {number} of {}", target.path)))?;
+        if !version.text.is_text {
+            if version.size > MAX_MEDIA_BYTES {
+                return Err(Error::new(
+                    Reason::TooLarge,
+                    format!(
+                        "{} is {} bytes, over the {MAX_MEDIA_BYTES}-byte limit of a media read; Download fetches it.",
+                        target.path, version.size
+                    ),
+                )
+                .with("path", &target.path)
+                .with("size", version.size)
+                .with("limit", MAX_MEDIA_BYTES));
+            }
+            return Ok(Located { target, entry, number, version, request, media: true });
+        }
+    }
     let version = text_version(front, &target, &entry, number)?;
-    Ok(Located { target, entry, number, version, request })
+    Ok(Located { target, entry, number, version, request, media: false })
 }
 
 /// Fetches the content of a located read and takes the slice.
 pub(super) fn finish(front: &Front, caller: &Caller, located: Located) -> Result<pb::ReadResponse> {
-    let Located { target, entry, number, version, request } = located;
+    let Located { target, entry, number, version, request, media } = located;
     let bytes = front.store.content(version.hash)?;
+    if media {
+        upsert_session(front, caller, entry.node, number);
+        return Ok(pb::ReadResponse {
+            node_id: entry.node.to_string(),
+            version: number,
+            hash: version.hash.to_hex(),
+            text: Some(convert::text_info(&version.text)),
+            path: target.path.to_string(),
+            size: version.size,
+            mime_type: media_type(&bytes).to_owned(),
+            data: bytes,
+            ..Default::default()
+        });
+    }
     let content = std::str::from_utf8(&bytes).map_err(|_| Error::internal("text content is not UTF-8"))?;
     let slice = text::slice(content, request).map_err(|e| slice_error(e, &target.path))?;
     upsert_session(front, caller, entry.node, number);
@@ -99,7 +141,14 @@ pub(super) fn finish(front: &Front, caller: &Caller, located: Located) -> Result
         text: Some(convert::text_info(&version.text)),
         path: target.path.to_string(),
         size: version.size,
+        mime_type: TEXT_MIME.to_owned(),
+        data: Vec::new(),
     })
+}
+
+/// The MIME type of bytes that are not text, from their signature.
+fn media_type(bytes: &[u8]) -> &'static str {
+    infer::get(bytes).map_or("application/octet-stream", |kind| kind.mime_type())
 }
 
 /// Up to ten reads under one shared budget; each outcome stands alone.
@@ -119,7 +168,12 @@ pub(super) fn read_many(front: &Front, caller: &Caller, req: &pb::ReadManyReques
         if one.space.is_empty() {
             one.space.clone_from(&req.space);
         }
-        let outcome = if budget < 2 {
+        let outcome = if one.media {
+            Err(Error::invalid_argument(
+                &format!("reads[{i}].media"),
+                "ReadMany reads text; read media with Read, one file at a time.",
+            ))
+        } else if budget < 2 {
             Err(Error::new(
                 Reason::TooLarge,
                 "The shared output budget of this ReadMany is used up; read this file on its own.",

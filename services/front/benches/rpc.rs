@@ -35,6 +35,10 @@
 //! 8. The round trip of one MCP `read` tool call over the front's `/mcp`
 //!    (Streamable HTTP) against the same over `agentvfs mcp` on stdio, the
 //!    bridge that calls the front over gRPC: 500 sequential calls each.
+//! 9. `ApplyPatch` of a unified diff of up to 200 text files from this
+//!    repository's own history (its last 200 commits), on a space holding
+//!    the older files, against `git apply` of the same diff on a directory
+//!    holding them: median of 5 runs each, and their ratio.
 //!
 //! Rate measurements run for a fixed wall time after a short warm-up and
 //! report calls/s with p50/p99 latency; the file sections time a fixed
@@ -47,7 +51,7 @@
 //! ```
 //!
 //! Sections: `writes`, `reads`, `overhead`, `big-file`, `subtree`, `http`,
-//! `database` (skipped when PostgreSQL's server does not start here;
+//! `mcp`, `patch` (needs this clone's git history), `database` (skipped when PostgreSQL's server does not start here;
 //! Debian's `postgresql` package provides it). With
 //! `AGENTVFS_BENCH_FRONT=PATH` the bench runs another build of the front (an
 //! older commit's, for a before/after comparison in one script; `database`
@@ -866,6 +870,167 @@ async fn bench_subtree() -> Subtree {
     Subtree { copy, rename, trash }
 }
 
+/// Commits of this repository's history the `patch` section diffs across,
+/// the most text files its diff carries, and the runs of each side.
+const PATCH_COMMITS: usize = 200;
+const PATCH_FILES: usize = 200;
+const PATCH_RUNS: usize = 5;
+
+/// `git` in `dir`; its stdout. Panics with its stderr on failure.
+fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().expect("run git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+/// The median of `seconds`.
+fn median(mut seconds: Vec<f64>) -> f64 {
+    seconds.sort_by(f64::total_cmp);
+    seconds[seconds.len() / 2]
+}
+
+/// A unified diff of up to [`PATCH_FILES`] text files of this repository,
+/// across its last [`PATCH_COMMITS`] commits: `ApplyPatch` on a space that
+/// holds the older files, against `git apply` on a directory that holds
+/// them, [`PATCH_RUNS`] times each on fresh state, medians compared. Every
+/// applied space is checked against the newer commit.
+async fn bench_patch() -> Value {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let commits: usize =
+        String::from_utf8_lossy(&git(&root, &["rev-list", "--count", "HEAD"])).trim().parse().unwrap_or(0);
+    let depth = PATCH_COMMITS.min(commits.saturating_sub(1));
+    if depth == 0 {
+        println!("skipped: the clone has no history to diff");
+        return json!({"skipped": "no history"});
+    }
+    let base = format!("HEAD~{depth}");
+    // Text files only: `git diff --numstat` shows a binary file as `-`.
+    let numstat =
+        String::from_utf8(git(&root, &["diff", "--numstat", "--no-renames", &base, "HEAD"])).expect("a text listing");
+    // Each file's diff on its own: a file that is not UTF-8 cannot be text
+    // in the store either.
+    let mut paths = Vec::new();
+    let mut patch = String::new();
+    for line in numstat.lines() {
+        let mut fields = line.splitn(3, '\t');
+        let (Some(added), Some(removed), Some(path)) = (fields.next(), fields.next(), fields.next()) else { continue };
+        if added == "-" || removed == "-" || paths.len() == PATCH_FILES {
+            continue;
+        }
+        if let Ok(diff) = String::from_utf8(git(&root, &["diff", "--no-renames", &base, "HEAD", "--", path])) {
+            patch.push_str(&diff);
+            paths.push(path.to_owned());
+        }
+    }
+    let mut listed = vec!["ls-tree", "-r", "--name-only", &base, "--"];
+    listed.extend(paths.iter().map(String::as_str));
+    let older: Vec<(String, Vec<u8>)> = String::from_utf8(git(&root, &listed))
+        .expect("a text listing")
+        .lines()
+        .map(|path| (path.to_owned(), git(&root, &["show", &format!("{base}:{path}")])))
+        .collect();
+    let lines = patch.lines().filter(|l| l.starts_with(['+', '-']) && !l.starts_with("+++") && !l.starts_with("---"));
+    println!(
+        "{} files ({} there before), {} changed lines, {} bytes of diff, across {depth} commits",
+        paths.len(),
+        older.len(),
+        lines.count(),
+        patch.len()
+    );
+
+    let temp = tempfile::tempdir().expect("temp dir");
+    let diff_file = temp.path().join("change.diff");
+    std::fs::write(&diff_file, &patch).expect("write the diff");
+    let mut git_apply = Vec::new();
+    for run in 0..PATCH_RUNS {
+        let dir = temp.path().join(format!("git{run}"));
+        for (path, bytes) in &older {
+            let file = dir.join(path);
+            std::fs::create_dir_all(file.parent().expect("a parent")).expect("create a folder");
+            std::fs::write(file, bytes).expect("write a file");
+        }
+        let began = Instant::now();
+        git(&dir, &["apply", diff_file.to_str().expect("a UTF-8 path")]);
+        git_apply.push(began.elapsed().as_secs_f64());
+    }
+
+    let front = Front::start_with("group", Access::Dev, &[]).await;
+    let channel = front.try_connect().await.expect("connect");
+    let mut apply_patch = Vec::new();
+    for run in 0..PATCH_RUNS {
+        let space = format!("patch{run}");
+        let request = pb::CreateSpaceRequest { name: space.clone(), ..Default::default() };
+        AdminClient::new(channel.clone()).create_space(request).await.expect("create space");
+        let mut writers = Vec::new();
+        for share in older.chunks(older.len().div_ceil(16).max(1)) {
+            let (channel, space, share) = (channel.clone(), space.clone(), share.to_vec());
+            writers.push(tokio::spawn(async move {
+                for (path, bytes) in share {
+                    let request = pb::WriteRequest {
+                        space: space.clone(),
+                        path: format!("/{path}"),
+                        body: Some(pb::write_request::Body::Data(bytes)),
+                        ..Default::default()
+                    };
+                    FileSystemClient::new(channel.clone()).write(request).await.expect("write");
+                }
+            }));
+        }
+        for writer in writers {
+            writer.await.expect("writer panicked");
+        }
+        let request = pb::ApplyPatchRequest {
+            space: space.clone(),
+            patch: patch.clone(),
+            format: pb::PatchFormat::Unified as i32,
+            idempotency_key: format!("bench-{run}"),
+            ..Default::default()
+        };
+        let mut client = FileSystemClient::new(channel.clone()).max_decoding_message_size(64 << 20);
+        let began = Instant::now();
+        let reply = client.apply_patch(request).await.expect("apply patch").into_inner();
+        apply_patch.push(began.elapsed().as_secs_f64());
+        assert_eq!(reply.files.len(), paths.len());
+        if run == 0 {
+            // The space now holds what the newer commit holds.
+            for path in &paths {
+                let newer = Command::new("git").arg("-C").arg(&root).args(["show", &format!("HEAD:{path}")]).output();
+                let newer = newer.ok().filter(|out| out.status.success()).map(|out| out.stdout);
+                let request =
+                    pb::DownloadRequest { space: space.clone(), path: format!("/{path}"), ..Default::default() };
+                let stored = match client.download(request).await {
+                    Ok(stream) => {
+                        let mut stream = stream.into_inner();
+                        let mut bytes = Vec::new();
+                        while let Some(chunk) = stream.message().await.expect("download") {
+                            bytes.extend(chunk.data);
+                        }
+                        Some(bytes)
+                    }
+                    Err(_) => None,
+                };
+                assert_eq!(stored, newer, "{path} differs from HEAD after ApplyPatch");
+            }
+        }
+    }
+    front.stop();
+
+    let (ours, theirs) = (median(apply_patch.clone()), median(git_apply.clone()));
+    println!("{:<24} {:>9.3} s (median of {PATCH_RUNS})", "ApplyPatch", ours);
+    println!("{:<24} {:>9.3} s (median of {PATCH_RUNS})", "git apply", theirs);
+    println!("{:<24} {:>9.2}x", "ApplyPatch/git apply", ours / theirs);
+    json!({
+        "files": paths.len(),
+        "commits": depth,
+        "diff_bytes": patch.len(),
+        "apply_patch_seconds": apply_patch,
+        "git_apply_seconds": git_apply,
+        "apply_patch_median_seconds": ours,
+        "git_apply_median_seconds": theirs,
+        "apply_patch_vs_git_apply": ours / theirs,
+    })
+}
+
 /// The `database` section's fronts, both `--durability group`: one on sled,
 /// one on a fresh database of a throwaway PostgreSQL cluster on the same
 /// machine. Each measurement runs on one, then the other, so that drift of
@@ -1271,7 +1436,7 @@ fn target_dir() -> PathBuf {
 
 /// The sections to run: those named on the command line, or all of them.
 fn sections() -> Vec<String> {
-    const ALL: [&str; 8] = ["writes", "reads", "overhead", "big-file", "subtree", "database", "http", "mcp"];
+    const ALL: [&str; 9] = ["writes", "reads", "overhead", "big-file", "subtree", "database", "http", "mcp", "patch"];
     // `cargo bench` passes `--bench`; the rest are section names.
     let named: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     for name in &named {
@@ -1435,6 +1600,11 @@ async fn main() {
         println!("\nMCP read tool calls, {MCP_CALLS} in a row per transport, one front");
         print_sequential_header();
         report.insert("mcp".into(), bench_mcp().await);
+    }
+
+    if runs("patch") {
+        println!("\nApplyPatch of a unified diff from this repository's history, against git apply");
+        report.insert("patch".into(), bench_patch().await);
     }
 
     report.insert("peak_rss_mib".into(), rss::report());

@@ -190,6 +190,13 @@ on_both_engines! {
         assert_eq!(metadata(&error, "patchLine"), "2");
         let unkeyed = fs.apply_patch(patch(ambiguous, "")).await.unwrap_err();
         assert_error(&unkeyed, Code::InvalidArgument, "INVALID_ARGUMENT");
+
+        // A file that is not text can still be deleted.
+        fs.write(write_bytes("s", "/logo.bin", &[0, 159, 146, 150])).await.unwrap();
+        let delete = "*** Begin Patch\n*** Delete File: logo.bin\n*** End Patch\n";
+        let deleted = fs.apply_patch(patch(delete, "k5")).await.unwrap().into_inner();
+        assert_eq!(deleted.files[0].change, pb::PatchChange::Deleted as i32);
+        assert!(!files(&mut fs).await.contains_key("/logo.bin"));
     }
 
     #[tokio::test]

@@ -104,12 +104,9 @@ impl Change<'_> {
                 let commit = &mut commits[0];
                 let mut response = pb::ApplyPatchResponse { dry_run: self.req.dry_run, ..Default::default() };
                 for (index, change) in parsed.files.iter().enumerate() {
-                    let (mut file, diff) = self.file(store, commit, change).map_err(|error| {
-                        error
-                            .with("fileIndex", index)
-                            .with("file", change.path())
-                            .field(format!("patch (file {index})"))
-                    })?;
+                    let (mut file, diff) = self
+                        .file(store, commit, change)
+                        .map_err(|error| error.with("fileIndex", index).with("file", change.path()))?;
                     if self.req.dry_run {
                         file.version = 0;
                     }
@@ -162,7 +159,8 @@ impl Change<'_> {
                 if entry.is_dir() {
                     return Err(super::not_a_file(&path));
                 }
-                let old = planned_text(store, commit, &target, &entry)?;
+                // A file that is not text goes without a diff of its lines.
+                let old = if entry.is_text { planned_text(store, commit, &target, &entry)? } else { String::new() };
                 commit.trash(store, &path)?;
                 let diff = diff::unified(&old, "", &format!("a{path}"), "/dev/null", 3);
                 let file = patched(&path, None, pb::PatchChange::Deleted, entry.version, 0, 0, &diff);

@@ -114,6 +114,23 @@ struct OpenFile {
     executable: bool,
 }
 
+impl OpenFile {
+    /// The file `child` as its folder lists it, opened: nothing read or
+    /// changed yet.
+    fn listed(inode: u64, child: Child) -> OpenFile {
+        OpenFile {
+            inode,
+            version: child.version,
+            hash: child.hash,
+            size: child.size,
+            modified: child.modified,
+            buffer: None,
+            dirty: false,
+            executable: child.executable,
+        }
+    }
+}
+
 /// What an inode is, as its mode shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shape {
@@ -703,16 +720,7 @@ impl MountFs {
                         // Folders have no executable bit of their own.
                         true => {}
                         false => {
-                            let mut file = OpenFile {
-                                inode: inode.0,
-                                version: child.version,
-                                hash: child.hash,
-                                size: child.size,
-                                modified: child.modified,
-                                buffer: None,
-                                dirty: false,
-                                executable: child.executable,
-                            };
+                            let mut file = OpenFile::listed(inode.0, child);
                             if change(&mut file)? {
                                 self.save(&mut file)?;
                             }
@@ -898,16 +906,7 @@ impl Filesystem for MountFs {
                 if child.directory {
                     return Err(Errno::EISDIR);
                 }
-                let file = OpenFile {
-                    inode: inode.0,
-                    version: child.version,
-                    hash: child.hash,
-                    size: child.size,
-                    modified: child.modified,
-                    buffer: None,
-                    dirty: false,
-                    executable: child.executable,
-                };
+                let file = OpenFile::listed(inode.0, child);
                 if let Some(held) = self.hold(inode.0, Some(file)) {
                     break held;
                 }

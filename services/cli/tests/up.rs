@@ -12,13 +12,12 @@ use std::time::{Duration, Instant};
 use agentvfs_proto::v1::GetSpaceRequest;
 use agentvfs_proto::v1::admin_client::AdminClient;
 
-#[path = "../../front/tests/support/binaries.rs"]
-mod binaries;
+use crate::support;
 
 /// Builds the children `agentvfs up` starts into the directory of the
 /// `agentvfs` binary.
 fn assert_children_built() {
-    binaries::workspace_binaries(env!("CARGO_BIN_EXE_agentvfs"));
+    support::server_binaries();
 }
 
 fn free_port() -> u16 {

@@ -4,7 +4,7 @@
 // Tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;

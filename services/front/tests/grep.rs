@@ -3,7 +3,7 @@
 // Tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use agentvfs_proto::v1 as pb;
 use support::{Stack, assert_error, metadata, read, write_bytes, write_text};

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use agentvfs_proto::v1 as pb;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;

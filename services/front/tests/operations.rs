@@ -3,7 +3,7 @@
 // Tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::io::Read as _;
 use std::time::{Duration, Instant};

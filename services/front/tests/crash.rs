@@ -525,7 +525,10 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
             // killed one's background lease (1 s) has expired.
             Some((_, point)) if !point.starts_with("store") && cluster.is_some() => Duration::from_secs(7),
             Some((_, point)) if !point.starts_with("store") => Duration::from_secs(5),
-            _ => window * 4,
+            // A store point needs its passes of commits from the armed front
+            // first: a share of the traffic, slower when loops run at once.
+            Some(_) => Duration::from_secs(3).max(window * 4),
+            None => window * 4,
         };
         let point = armed.map_or("", |(_, point)| point);
         match armed.map(|(front_side, _)| front_side) {

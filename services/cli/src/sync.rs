@@ -36,7 +36,7 @@ mod local;
 mod plan;
 mod pull;
 mod push;
-mod remote;
+pub(crate) mod remote;
 
 pub use pull::{PullArgs, pull};
 pub use push::{PushArgs, push};

@@ -229,6 +229,13 @@ pub async fn write(ctx: &mut Context, args: WriteArgs) -> Result<(), CliError> {
     } else {
         pb::WriteMode::Overwrite
     };
+    let size = match &body {
+        Body::Content(text) => text.len(),
+        Body::Data(bytes) => bytes.len(),
+    };
+    if mode == pb::WriteMode::Overwrite && size > UPLOAD_OVER {
+        return upload(ctx, args.path, body, args.expected_version, args.executable, args.idempotency_key).await;
+    }
     let request = pb::WriteRequest {
         space: ctx.space.clone(),
         path: args.path,
@@ -249,6 +256,41 @@ pub async fn write(ctx: &mut Context, args: WriteArgs) -> Result<(), CliError> {
         (true, false) => "wrote",
     };
     line(&format!("{what} {} v{} ({} bytes)", response.path, response.version, response.size))
+}
+
+/// Content over this many bytes is overwritten through `Upload`, which
+/// streams it, rather than in one `Write` message (limited to 8 MiB).
+const UPLOAD_OVER: usize = 1 << 20;
+
+/// `write` of large content: an upload of the same bytes, with the same
+/// conditions.
+async fn upload(
+    ctx: &mut Context,
+    path: String,
+    body: pb::write_request::Body,
+    expected_version: Option<u64>,
+    executable: Option<bool>,
+    idempotency_key: String,
+) -> Result<(), CliError> {
+    let bytes = match body {
+        pb::write_request::Body::Content(text) => text.into_bytes(),
+        pb::write_request::Body::Data(bytes) => bytes,
+    };
+    let header = pb::UploadHeader {
+        space: ctx.space.clone(),
+        path: path.clone(),
+        expected_version,
+        executable,
+        idempotency_key,
+        ..Default::default()
+    };
+    let chunks = crate::sync::remote::upload_chunks(header, &bytes);
+    let response = ctx.client.fs.upload(tokio_stream::iter(chunks)).await?.into_inner();
+    if ctx.out.is_json() {
+        return ctx.out.message("UploadResponse", &response);
+    }
+    let what = if response.created { "created" } else { "wrote" };
+    line(&format!("{what} {path} v{} ({} bytes)", response.version, response.size))
 }
 
 #[derive(Debug, clap::Args)]

@@ -95,17 +95,14 @@ pub async fn upload(
     bytes: Vec<u8>,
     key: &str,
 ) -> Result<pb::UploadResponse, CliError> {
-    use pb::upload_chunk::Part;
     let header = pb::UploadHeader {
         space: space.to_owned(),
         path: path.to_owned(),
         expected_version: Some(expected_version),
-        hash: blake3::hash(&bytes).to_hex().to_string(),
         idempotency_key: key.to_owned(),
         ..Default::default()
     };
-    let mut chunks = vec![pb::UploadChunk { part: Some(Part::Header(header)) }];
-    chunks.extend(bytes.chunks(CHUNK).map(|data| pb::UploadChunk { part: Some(Part::Data(data.to_vec())) }));
+    let chunks = upload_chunks(header, &bytes);
     let mut attempt = 0;
     loop {
         match client.fs.upload(tokio_stream::iter(chunks.clone())).await {
@@ -113,6 +110,16 @@ pub async fn upload(
             Err(status) => backoff(status, &mut attempt).await?,
         }
     }
+}
+
+/// The messages of an upload of `bytes` under `header`, whose hash this
+/// sets: the header, then the bytes a chunk at a time.
+pub fn upload_chunks(header: pb::UploadHeader, bytes: &[u8]) -> Vec<pb::UploadChunk> {
+    use pb::upload_chunk::Part;
+    let header = pb::UploadHeader { hash: blake3::hash(bytes).to_hex().to_string(), ..header };
+    let mut chunks = vec![pb::UploadChunk { part: Some(Part::Header(header)) }];
+    chunks.extend(bytes.chunks(CHUNK).map(|data| pb::UploadChunk { part: Some(Part::Data(data.to_vec())) }));
+    chunks
 }
 
 /// Waits before retrying a call that failed with a retryable status (a rate

@@ -281,6 +281,30 @@ fn read_returns_an_image_as_an_image_block_and_a_pdf_as_a_resource() {
         stack.ok(&["write", "/media/notes.md", "--content", "# notes\n"]);
         let text = ok(&call(&client, "read", json!({"path": "/media/notes.md"})).await);
         assert_eq!(text["content"], "# notes\n");
+
+        // ls shows each file's type.
+        let listed = ok(&call(&client, "ls", json!({"path": "/media"})).await);
+        let types: Vec<_> = listed["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["name"].as_str().unwrap(), e["mime_type"].as_str().unwrap()))
+            .collect();
+        let expected =
+            [("doc.pdf", "application/pdf"), ("dot.png", "image/png"), ("notes.md", "text/plain; charset=utf-8")];
+        assert_eq!(types, expected);
+
+        // Over the limit of a media read, the next action says what the model can do.
+        let mut big = PNG.to_vec();
+        big.resize((8 << 20) + 1, 0);
+        let wrote = stack.run_with_bytes(&["write", "/media/big.png"], &big);
+        assert_eq!(wrote.code, 0, "{}", wrote.stderr);
+        let error = tool_error(&call(&client, "read", json!({"path": "/media/big.png"})).await, "TOO_LARGE");
+        let next = error["next_action"].as_str().unwrap();
+        assert!(
+            next.contains("over the 8388608-byte limit of a media read") && next.contains("Tell the user"),
+            "{error}"
+        );
         client.cancel().await.unwrap();
     });
 }

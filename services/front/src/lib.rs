@@ -42,6 +42,7 @@ pub mod grep;
 pub mod grpc;
 pub mod ids;
 pub mod indexer;
+pub mod media;
 pub mod metrics;
 pub mod migrate;
 pub mod openapi;

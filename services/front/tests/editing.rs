@@ -7,8 +7,9 @@
 use crate::support;
 
 use agentvfs_proto::v1 as pb;
+use agentvfs_proto::v1::batch_action::Action;
 use agentvfs_proto::v1::file_system_client::FileSystemClient;
-use support::{Front, assert_error, metadata, read, replace, write_bytes, write_text};
+use support::{Front, apply_batch, assert_error, metadata, read, replace, write_bytes, write_text};
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -442,6 +443,39 @@ on_both_engines! {
         let error = fs.read(media("/img/big.png")).await.unwrap_err();
         assert_error(&error, Code::InvalidArgument, "TOO_LARGE");
         assert_eq!(metadata(&error, "limit"), (8u64 << 20).to_string());
+
+        // Listings, finds and versions carry the type detected at write time
+        // (the big image through a staged upload), and so do a copy and a
+        // trip through the trash.
+        let copy = pb::CopyAction { from: "/img/a.png".into(), to_folder: "/".into(), name: "copy.png".into() };
+        fs.batch(apply_batch("s", vec![Action::Copy(copy)], "c")).await.unwrap();
+        fs.batch(apply_batch("s", vec![Action::Trash(pb::TrashAction { path: "/img".into() })], "t")).await.unwrap();
+        let restore = pb::RestoreRequest { space: "s".into(), reference: "/img".into(), ..Default::default() };
+        front.admin().await.restore(restore).await.unwrap();
+        let list = pb::ListRequest { space: "s".into(), recursive: true, ..Default::default() };
+        let entries = fs.list(list).await.unwrap().into_inner().entries;
+        let types: Vec<_> = entries
+            .iter()
+            .filter(|e| !e.system)
+            .map(|e| (e.path.as_str(), e.mime_type.as_str()))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("/a.md", "text/plain; charset=utf-8"),
+                ("/blob.bin", "application/octet-stream"),
+                ("/copy.png", "image/png"),
+                ("/img", ""),
+                ("/img/a.png", "image/png"),
+                ("/img/big.png", "image/png"),
+            ]
+        );
+        let find = pb::FindRequest { space: "s".into(), pattern: "*.png".into(), ..Default::default() };
+        let matches = fs.find(find).await.unwrap().into_inner().matches;
+        assert!(matches.len() == 3 && matches.iter().all(|m| m.mime_type == "image/png"), "{matches:?}");
+        let versions = pb::ListVersionsRequest { space: "s".into(), path: "/img/a.png".into(), ..Default::default() };
+        let versions = fs.list_versions(versions).await.unwrap().into_inner().versions;
+        assert_eq!(versions[0].mime_type, "image/png");
 
         // ReadMany reads text only.
         let many = pb::ReadManyRequest { space: "s".into(), reads: vec![media("/img/a.png")] };

@@ -24,7 +24,8 @@ intended change) so that retrying after a lost answer cannot apply the change tw
 pub const LS: &str = "\
 List a directory: its files and subdirectories (with recursive: true, the whole subtree), ordered by path. \
 Returns {entries: [{path, name, kind (NODE_KIND_FILE or NODE_KIND_DIRECTORY), node_id, size, version, hash, \
-modified_time, is_text, system, user_modified, revision}], next_page_token, revision}. A page holds at most \
+modified_time, is_text, system, user_modified, revision, executable, mime_type}], next_page_token, revision}: \
+mime_type is text/plain for text, else the file's detected type (image/png, application/pdf, …). A page holds at most \
 page_size entries (1–200, default 100). If next_page_token is present, more entries remain: call ls again with \
 the same arguments plus page_token. Every page of one listing reads the same snapshot (revision).";
 
@@ -68,7 +69,7 @@ dry_run}. Pass an idempotency_key so that a retry cannot edit twice.";
 pub const FIND: &str = "\
 Find files whose path matches a glob: `*`, `?`, `**`, `[abc]`, `{a,b}`; a pattern without `/` matches base names \
 at any depth (`*.md` finds every Markdown file), one with `/` matches the path relative to `path`. Returns \
-{matches: [{path, node_id, size, version, modified_time}], next_page_token, revision}, ordered by path, at most \
+{matches: [{path, node_id, size, version, modified_time, mime_type}], next_page_token, revision}, ordered by path, at most \
 page_size (1–200, default 100) per page. If next_page_token is present, call find again with the same arguments \
 plus page_token.";
 

@@ -47,6 +47,12 @@ pub const NEXT_ACTIONS: &NextActions = &[
     ),
     ("EDIT_NO_MATCH", "", "Call read on the file again and copy old_text exactly as it appears."),
     ("INVALID_ARGUMENT", "", "Fix the argument the message names, then call again."),
+    (
+        "TOO_LARGE",
+        "read",
+        "{path} is {size} bytes, over the {limit}-byte limit of a media read: these tools cannot return it whole. \
+         Tell the user, or work with the files beside it.",
+    ),
     ("TOO_LARGE", "", "Fix the argument the message names, then call again."),
     ("CURSOR_INVALID", "", "Call again without page_token, with the same arguments on every page."),
     ("SNAPSHOT_EXPIRED", "", "Call again without page_token; the pinned revision was compacted away."),

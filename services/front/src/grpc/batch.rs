@@ -12,6 +12,7 @@ use super::{Front, Target, idempotency, reference_error};
 use crate::auth::{Caller, Need};
 use crate::edit;
 use crate::error::{Error, Reason, Result};
+use crate::media;
 use crate::path::SpacePath;
 use crate::reference::{Reference, ReferenceError};
 use crate::store::{ChangeKind, Commit, Entry, Hash, NewContent, ReceiptPlan, SpaceRecord, Store, VersionRecord};
@@ -364,10 +365,12 @@ pub(super) fn put(
     previous: Option<&Entry>,
     bytes: Vec<u8>,
 ) -> Entry {
+    let text = TextMeta::analyze(&bytes);
     let record = VersionRecord {
         hash: Hash::of(&bytes),
         size: bytes.len() as u64,
-        text: TextMeta::analyze(&bytes),
+        text,
+        mime_type: media::recorded(&text, &bytes),
         principal: caller.principal.clone(),
         operation: operation.to_owned(),
         revision: 0,

@@ -2,6 +2,7 @@
 
 use agentvfs_proto::v1 as pb;
 
+use crate::media;
 use crate::path::SpacePath;
 use crate::store::{Entry, Kind, Role, SpaceRecord, VersionRecord};
 use crate::text::{LineEnding, TextMeta};
@@ -39,6 +40,7 @@ pub fn entry(path: &SpacePath, entry: &Entry) -> pb::Entry {
         user_modified: entry.user_modified,
         revision: entry.revision,
         executable: entry.executable,
+        mime_type: media::shown(entry.is_text, &entry.mime_type).to_owned(),
     }
 }
 
@@ -71,6 +73,7 @@ pub fn version_info(number: u64, record: &VersionRecord) -> pb::VersionInfo {
         tool_call_id: record.tool_call.clone().unwrap_or_default(),
         text: Some(text_info(&record.text)),
         executable: record.executable,
+        mime_type: media::shown(record.text.is_text, &record.mime_type).to_owned(),
     }
 }
 

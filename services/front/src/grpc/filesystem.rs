@@ -15,6 +15,7 @@ use crate::auth::Need;
 use crate::error::{Error, Reason, Result};
 use crate::glob::{Glob, GlobError};
 use crate::grep::{self, GrepQuery};
+use crate::media;
 use crate::path::SpacePath;
 use crate::store::{Actor, Entry, Kind, ScanOptions, SpaceRecord, Store, WriteBody, WriteMode, WriteOp};
 
@@ -133,6 +134,7 @@ impl FileSystem for Services {
                         size: entry.size,
                         version: entry.version,
                         modified_time: convert::timestamp(entry.modified_ms),
+                        mime_type: media::shown(entry.is_text, &entry.mime_type).to_owned(),
                     })
                     .collect(),
                 next_page_token: next_token(bound, revision, page.resume_after),

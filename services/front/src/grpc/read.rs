@@ -6,6 +6,7 @@ use agentvfs_proto::v1 as pb;
 use super::{Front, Target, convert, text_version, upsert_session};
 use crate::auth::{Caller, Need};
 use crate::error::{Error, Reason, Result};
+use crate::media;
 use crate::path::SpacePath;
 use crate::store::{Entry, VersionRecord};
 use crate::text::{self, SliceError, SliceRequest};
@@ -16,8 +17,6 @@ const MAX_MAX_CHARS: u64 = 131_072;
 const DEFAULT_LINES: u64 = 200;
 /// The largest file a media read returns.
 const MAX_MEDIA_BYTES: u64 = 8 << 20;
-/// The MIME type of every text file.
-const TEXT_MIME: &str = "text/plain; charset=utf-8";
 /// `ReadMany`: most reads and the shared output budget in UTF-16 units.
 const MAX_READS: usize = 10;
 const READ_MANY_BUDGET: u64 = 262_144;
@@ -120,7 +119,7 @@ pub(super) fn finish(front: &Front, caller: &Caller, located: Located) -> Result
             text: Some(convert::text_info(&version.text)),
             path: target.path.to_string(),
             size: version.size,
-            mime_type: media_type(&bytes).to_owned(),
+            mime_type: media::detect(&bytes).to_owned(),
             data: bytes,
             ..Default::default()
         });
@@ -141,14 +140,9 @@ pub(super) fn finish(front: &Front, caller: &Caller, located: Located) -> Result
         text: Some(convert::text_info(&version.text)),
         path: target.path.to_string(),
         size: version.size,
-        mime_type: TEXT_MIME.to_owned(),
+        mime_type: media::TEXT.to_owned(),
         data: Vec::new(),
     })
-}
-
-/// The MIME type of bytes that are not text, from their signature.
-fn media_type(bytes: &[u8]) -> &'static str {
-    infer::get(bytes).map_or("application/octet-stream", |kind| kind.mime_type())
 }
 
 /// Up to ten reads under one shared budget; each outcome stands alone.

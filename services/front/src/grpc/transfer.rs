@@ -13,6 +13,7 @@ use super::{Front, convert, idempotency};
 use crate::auth::{Caller, Need};
 use crate::error::{Error, Reason, Result};
 use crate::ids::{NodeId, SpaceId};
+use crate::media;
 use crate::path::SpacePath;
 use crate::store::content::{self, ChunkReader, UploadId, Uploaded};
 use crate::store::{Actor, Hash, Store, WriteBody, WriteMode, WriteOp, WriteOutcome};
@@ -43,7 +44,7 @@ pub(super) struct Received {
 
 enum ReceivedBody {
     Bytes(Vec<u8>),
-    Staged { staged: Staged, size: u64, hash: Hash, text: TextMeta },
+    Staged { staged: Staged, size: u64, hash: Hash, text: TextMeta, mime_type: String },
 }
 
 /// An upload staged in the store, released once dropped: after its commit
@@ -133,7 +134,7 @@ pub(super) async fn receive_data(
             pending
         }
     };
-    let Digest { hasher, text, fingerprint } = digest;
+    let Digest { hasher, text, head, fingerprint } = digest;
     let hash = Hash(*hasher.finalize().as_bytes());
     if let Some(expected) = expected
         && hash != expected
@@ -148,18 +149,22 @@ pub(super) async fn receive_data(
     }
     let body = match staging.staged {
         None => ReceivedBody::Bytes(pending),
-        Some(staged) => ReceivedBody::Staged { staged, size, hash, text: text.finish() },
+        Some(staged) => {
+            let text = text.finish();
+            ReceivedBody::Staged { staged, size, hash, text, mime_type: head.recorded(&text) }
+        }
     };
     let fingerprint = fingerprint.map_or([0; 32], |hasher| *hasher.finalize().as_bytes());
     Ok(Received { body, fingerprint })
 }
 
 /// What an upload's bytes are found to be as they pass: their hash, their
-/// text classification and, for a call with an idempotency key, the
-/// fingerprint of the header and the bytes.
+/// text classification, their first bytes for their MIME type and, for a
+/// call with an idempotency key, the fingerprint of the header and the bytes.
 struct Digest {
     hasher: blake3::Hasher,
     text: TextAnalyzer,
+    head: media::Head,
     fingerprint: Option<blake3::Hasher>,
 }
 
@@ -170,12 +175,13 @@ impl Digest {
             hasher.update(&prost::Message::encode_to_vec(header));
             hasher
         });
-        Self { hasher: blake3::Hasher::new(), text: TextAnalyzer::default(), fingerprint }
+        Self { hasher: blake3::Hasher::new(), text: TextAnalyzer::default(), head: media::Head::default(), fingerprint }
     }
 
     fn update(&mut self, bytes: &[u8]) {
         self.hasher.update(bytes);
         self.text.update(bytes);
+        self.head.update(bytes);
         if let Some(fingerprint) = &mut self.fingerprint {
             fingerprint.update(bytes);
         }
@@ -236,9 +242,9 @@ pub(super) fn store_upload(
     // Kept until the write is over: dropping it releases what no commit claimed.
     let (body, _staged) = match received.body {
         ReceivedBody::Bytes(bytes) => (WriteBody::Bytes(bytes), None),
-        ReceivedBody::Staged { staged, size, hash, text } => {
+        ReceivedBody::Staged { staged, size, hash, text, mime_type } => {
             let upload = Uploaded { id: staged.id, size };
-            (WriteBody::Uploaded { upload, hash, text }, Some(staged))
+            (WriteBody::Uploaded { upload, hash, text, mime_type }, Some(staged))
         }
     };
     idempotency::run(front, caller, &space, "Upload", &key, received.fingerprint, |claim| {

@@ -199,6 +199,7 @@ impl Commit {
             system,
             user_modified: false,
             executable: false,
+            mime_type: String::new(),
         };
         self.space.usage.directories += 1;
         self.nodes.push((node, NodeRecord { space: self.space.id, path: path.to_string(), trashed: false }));
@@ -243,6 +244,7 @@ impl Commit {
             // regeneration by the service clears the mark.
             user_modified: !system && previous.is_some_and(|e| e.system || e.user_modified),
             executable: record.executable,
+            mime_type: record.mime_type.clone(),
         };
         let usage = &mut self.space.usage;
         usage.bytes = usage.bytes - previous.map_or(0, |e| e.size) + record.size;

@@ -13,6 +13,7 @@ use super::records::{Hash, VersionRecord};
 use super::{Store, keys};
 use crate::error::{Error, Reason, Result};
 use crate::ids::SpaceId;
+use crate::media;
 use crate::path::SpacePath;
 use crate::system_files::{self, AGENT_MD, Function};
 use crate::text::TextMeta;
@@ -145,10 +146,12 @@ impl Store {
                 continue;
             }
             commit.ensure_parents(self, &path)?;
+            let text = TextMeta::analyze(&bytes);
             let record = VersionRecord {
                 hash,
                 size: bytes.len() as u64,
-                text: TextMeta::analyze(&bytes),
+                text,
+                mime_type: media::recorded(&text, &bytes),
                 principal: commit.principal.clone(),
                 operation: if force { "restore_default" } else { "generate" }.to_owned(),
                 revision: 0,

@@ -104,6 +104,8 @@ pub struct Entry {
     pub user_modified: bool,
     /// The latest version's executable bit (files).
     pub executable: bool,
+    /// The latest version's [`VersionRecord::mime_type`] (files).
+    pub mime_type: String,
 }
 
 impl Entry {
@@ -136,7 +138,7 @@ pub struct TrashRecord {
 
 /// [`TrashRecord`] as stored: its entries in [`Entry`]'s first layout, which
 /// keeps trash written before `executable` readable, then the positions of
-/// the executable ones.
+/// the executable ones, then the MIME types of those that have one.
 #[derive(Serialize, Deserialize)]
 struct StoredTrash {
     path: String,
@@ -145,9 +147,10 @@ struct StoredTrash {
     principal: String,
     entries: Vec<(String, TrashedEntry)>,
     executable: Vec<u32>,
+    mime_types: Vec<(u32, String)>,
 }
 
-/// [`Entry`] without `executable`, its first layout.
+/// [`Entry`] without the fields appended to it, its first layout.
 #[derive(Serialize, Deserialize)]
 struct TrashedEntry {
     node: NodeId,
@@ -166,6 +169,11 @@ impl From<TrashRecord> for StoredTrash {
     fn from(trash: TrashRecord) -> StoredTrash {
         let executable =
             (0..).zip(&trash.entries).filter_map(|(at, (_, entry))| entry.executable.then_some(at)).collect();
+        let mime_types = (0..)
+            .zip(&trash.entries)
+            .filter(|(_, (_, entry))| !entry.mime_type.is_empty())
+            .map(|(at, (_, entry))| (at, entry.mime_type.clone()))
+            .collect();
         let entries = trash
             .entries
             .into_iter()
@@ -192,6 +200,7 @@ impl From<TrashRecord> for StoredTrash {
             principal: trash.principal,
             entries,
             executable,
+            mime_types,
         }
     }
 }
@@ -213,6 +222,11 @@ impl From<StoredTrash> for TrashRecord {
                     system: e.system,
                     user_modified: e.user_modified,
                     executable: stored.executable.contains(&at),
+                    mime_type: stored
+                        .mime_types
+                        .iter()
+                        .find_map(|(of, mime_type)| (*of == at).then(|| mime_type.clone()))
+                        .unwrap_or_default(),
                 };
                 (path, entry)
             })
@@ -240,6 +254,11 @@ pub struct VersionRecord {
     pub idempotency_key: Option<String>,
     pub tool_call: Option<String>,
     pub executable: bool,
+    /// The MIME type of content that is not text, detected when the version
+    /// was written ([`crate::media`]); empty for text, whose type is
+    /// [`media::TEXT`](crate::media::TEXT), and for versions written before
+    /// types were recorded.
+    pub mime_type: String,
 }
 
 /// Size and reference count of a stored content blob.
@@ -302,24 +321,24 @@ pub trait Record: DeserializeOwned {
     const APPENDED: &'static [u8] = &[];
 }
 
-/// `executable: false`.
+/// `executable: false`, `mime_type: ""`.
 impl Record for Entry {
-    const APPENDED: &'static [u8] = &[0];
+    const APPENDED: &'static [u8] = &[0, 0];
 }
 
-/// `executable: false`.
+/// `executable: false`, `mime_type: ""`.
 impl Record for VersionRecord {
-    const APPENDED: &'static [u8] = &[0];
+    const APPENDED: &'static [u8] = &[0, 0];
 }
 
-/// A path's state in history: `executable: false`.
+/// A path's state in history, as [`Entry`].
 impl Record for Option<Entry> {
-    const APPENDED: &'static [u8] = &[0];
+    const APPENDED: &'static [u8] = &[0, 0];
 }
 
-/// No executable entries.
+/// No executable entries, no MIME types.
 impl Record for TrashRecord {
-    const APPENDED: &'static [u8] = &[0];
+    const APPENDED: &'static [u8] = &[0, 0];
 }
 
 impl Record for SpaceRecord {}
@@ -410,7 +429,7 @@ pub struct IndexJob {
 mod tests {
     use super::*;
 
-    fn file(executable: bool) -> Entry {
+    fn file(executable: bool, mime_type: &str) -> Entry {
         Entry {
             node: NodeId::from_bytes([7; 16]),
             kind: Kind::File,
@@ -423,10 +442,11 @@ mod tests {
             system: false,
             user_modified: true,
             executable,
+            mime_type: mime_type.into(),
         }
     }
 
-    fn version(executable: bool) -> VersionRecord {
+    fn version(executable: bool, mime_type: &str) -> VersionRecord {
         VersionRecord {
             hash: Hash::of(b"twelve bytes"),
             size: 12,
@@ -438,43 +458,66 @@ mod tests {
             idempotency_key: Some("k".into()),
             tool_call: None,
             executable,
+            mime_type: mime_type.into(),
         }
     }
 
-    /// The bytes `value` had before its last appended field, whose default
-    /// (one zero byte) `value` holds.
-    fn first_layout<T: Serialize>(value: &T) -> Vec<u8> {
+    /// The bytes `value` had before its last `n` appended fields, whose
+    /// defaults (one zero byte each) `value` holds.
+    fn earlier_layout<T: Serialize>(value: &T, n: usize) -> Vec<u8> {
         let mut bytes = encode(value);
-        assert_eq!(bytes.pop(), Some(0), "the appended field is last and holds its default");
+        for _ in 0..n {
+            assert_eq!(bytes.pop(), Some(0), "the appended fields are last and hold their defaults");
+        }
         bytes
     }
 
-    #[test]
-    fn records_written_before_executable_read_as_not_executable() {
-        assert_eq!(decode::<Entry>(&first_layout(&file(false))).unwrap(), file(false));
-        assert_eq!(decode::<Option<Entry>>(&first_layout(&Some(file(false)))).unwrap(), Some(file(false)));
-        assert_eq!(decode::<VersionRecord>(&first_layout(&version(false))).unwrap(), version(false));
-        let trash = |executable| TrashRecord {
+    fn trash(entries: [Entry; 2]) -> TrashRecord {
+        let [a, b] = entries;
+        TrashRecord {
             path: "/bin".into(),
             revision: 4,
             time_ms: 1_700_000_000_000,
             principal: "alice".into(),
-            entries: vec![("/bin/a".into(), file(executable)), ("/bin/b".into(), file(false))],
-        };
-        assert_eq!(decode::<TrashRecord>(&first_layout(&trash(false))).unwrap(), trash(false));
+            entries: vec![("/bin/a".into(), a), ("/bin/b".into(), b)],
+        }
+    }
 
-        // What is written now keeps the bit.
-        assert_eq!(decode::<Entry>(&encode(&file(true))).unwrap(), file(true));
-        assert_eq!(decode::<VersionRecord>(&encode(&version(true))).unwrap(), version(true));
-        assert_eq!(decode::<TrashRecord>(&encode(&trash(true))).unwrap(), trash(true));
+    #[test]
+    fn records_written_before_executable_read_as_not_executable_and_untyped() {
+        let plain = file(false, "");
+        assert_eq!(decode::<Entry>(&earlier_layout(&plain, 2)).unwrap(), plain);
+        assert_eq!(decode::<Option<Entry>>(&earlier_layout(&Some(plain.clone()), 2)).unwrap(), Some(plain.clone()));
+        assert_eq!(decode::<VersionRecord>(&earlier_layout(&version(false, ""), 2)).unwrap(), version(false, ""));
+        let plain_trash = trash([plain.clone(), plain]);
+        assert_eq!(decode::<TrashRecord>(&earlier_layout(&plain_trash, 2)).unwrap(), plain_trash);
+    }
+
+    #[test]
+    fn records_written_before_mime_type_keep_the_bit_and_read_as_untyped() {
+        let executable = file(true, "");
+        assert_eq!(decode::<Entry>(&earlier_layout(&executable, 1)).unwrap(), executable);
+        assert_eq!(decode::<VersionRecord>(&earlier_layout(&version(true, ""), 1)).unwrap(), version(true, ""));
+        let old_trash = trash([executable, file(false, "")]);
+        assert_eq!(decode::<TrashRecord>(&earlier_layout(&old_trash, 1)).unwrap(), old_trash);
+    }
+
+    #[test]
+    fn records_written_now_keep_the_bit_and_the_type() {
+        let image = file(true, "image/png");
+        assert_eq!(decode::<Entry>(&encode(&image)).unwrap(), image);
+        assert_eq!(decode::<VersionRecord>(&encode(&version(true, "image/png"))).unwrap(), version(true, "image/png"));
+        let both = trash([file(false, ""), image]);
+        assert_eq!(decode::<TrashRecord>(&encode(&both)).unwrap(), both);
     }
 
     #[test]
     fn a_record_cut_short_is_still_data_loss() {
-        let mut bytes = encode(&file(true));
-        bytes.truncate(bytes.len() - 2);
+        // Cut inside its first layout: past what the appended defaults fill.
+        let mut bytes = encode(&file(true, ""));
+        bytes.truncate(bytes.len() - Entry::APPENDED.len() - 1);
         assert_eq!(decode::<Entry>(&bytes).unwrap_err().reason, Reason::DataLoss);
-        let bytes = encode(&version(true));
+        let bytes = encode(&version(true, "image/png"));
         assert_eq!(decode::<VersionRecord>(&bytes[..bytes.len() / 2]).unwrap_err().reason, Reason::DataLoss);
     }
 }

@@ -9,6 +9,7 @@ use super::records::{Entry, Hash, Quota, Role, SpaceRecord, Usage, VersionRecord
 use super::{RETIRED_KEY, Store, content, keys, retired_count};
 use crate::error::{Error, Reason, Result};
 use crate::ids::SpaceId;
+use crate::media;
 use crate::path::SpacePath;
 use crate::system_files;
 use crate::text::TextMeta;
@@ -75,10 +76,12 @@ impl Store {
             commit.mkdir(&SpacePath::from_stored(dir.to_owned()), true);
         }
         let agent_md = system_files::agent_md(&new.name, &[]).into_bytes();
+        let text = TextMeta::analyze(&agent_md);
         let record = VersionRecord {
             hash: Hash::of(&agent_md),
             size: agent_md.len() as u64,
-            text: TextMeta::analyze(&agent_md),
+            text,
+            mime_type: media::recorded(&text, &agent_md),
             principal: new.owner.clone(),
             operation: "generate".to_owned(),
             revision: 0,

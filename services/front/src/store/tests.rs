@@ -733,7 +733,7 @@ on_both_engines! {
             let outcome = store.write(WriteOp {
                 space: space.id,
                 path: path(at),
-                body: WriteBody::Uploaded { upload, hash, text },
+                body: WriteBody::Uploaded { upload, hash, text, mime_type: crate::media::recorded(&text, &body) },
                 mode: WriteMode::Overwrite,
                 expected_version,
                 operation: "upload",
@@ -785,6 +785,7 @@ on_both_engines! {
                 upload: content::Uploaded { id: slow, size },
                 hash: crate::store::Hash::of(&body[..size as usize]),
                 text: crate::text::TextMeta::analyze(&body[..size as usize]),
+                mime_type: String::new(),
             },
             mode: WriteMode::Overwrite,
             expected_version: None,

@@ -9,6 +9,7 @@ use super::receipt::ReceiptPlan;
 use super::records::{Entry, Hash, VersionRecord};
 use crate::error::{Error, Reason, Result};
 use crate::ids::{NodeId, SpaceId};
+use crate::media;
 use crate::path::SpacePath;
 use crate::text::TextMeta;
 
@@ -30,14 +31,14 @@ pub enum WriteBody {
     /// Raw bytes of any kind, staged in the store already (see
     /// [`super::content::stage`]); only with [`WriteMode::Overwrite`] or
     /// [`WriteMode::CreateNew`]. The caller releases the upload once the
-    /// write returns.
-    Uploaded { upload: Uploaded, hash: Hash, text: TextMeta },
+    /// write returns. `mime_type` is [`crate::media::recorded`] of its bytes.
+    Uploaded { upload: Uploaded, hash: Hash, text: TextMeta, mime_type: String },
 }
 
 /// A write's body once it is out of the [`WriteOp`].
 enum Body {
     Bytes { bytes: Arc<Vec<u8>>, text: bool },
-    Uploaded { upload: Uploaded, hash: Hash, text: TextMeta },
+    Uploaded { upload: Uploaded, hash: Hash, text: TextMeta, mime_type: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,11 +90,11 @@ impl Store {
         let body = match std::mem::replace(&mut op.body, WriteBody::Bytes(Vec::new())) {
             WriteBody::Text(text) => Body::Bytes { bytes: Arc::new(text.into_bytes()), text: true },
             WriteBody::Bytes(bytes) => Body::Bytes { bytes: Arc::new(bytes), text: false },
-            WriteBody::Uploaded { upload, hash, text } => {
+            WriteBody::Uploaded { upload, hash, text, mime_type } => {
                 if op.mode == WriteMode::Append {
                     return Err(Error::internal("staged content cannot be appended"));
                 }
-                Body::Uploaded { upload, hash, text }
+                Body::Uploaded { upload, hash, text, mime_type }
             }
         };
         self.replanning(&[op.space], || self.write_once(&op, &body))
@@ -135,7 +136,7 @@ impl Store {
             return Ok(outcome);
         }
 
-        let (content, size, hash, text, limit) = match body {
+        let (content, size, hash, text, mime_type, limit) = match body {
             Body::Bytes { bytes, text: text_body } => {
                 let bytes = match (&existing, op.mode) {
                     (Some(entry), WriteMode::Append) if !bytes.is_empty() => {
@@ -154,10 +155,12 @@ impl Store {
                 let limits = self.limits();
                 let limit = if *text_body { limits.max_text_bytes } else { limits.max_file_bytes };
                 let (size, hash, text) = (bytes.len() as u64, Hash::of(&bytes), TextMeta::analyze(&bytes));
-                (NewContent::Bytes(bytes), size, hash, text, limit)
+                let mime_type = media::recorded(&text, &bytes);
+                (NewContent::Bytes(bytes), size, hash, text, mime_type, limit)
             }
-            Body::Uploaded { upload, hash, text } => {
-                (NewContent::Uploaded(*upload), upload.size, *hash, *text, self.limits().max_file_bytes)
+            Body::Uploaded { upload, hash, text, mime_type } => {
+                let limit = self.limits().max_file_bytes;
+                (NewContent::Uploaded(*upload), upload.size, *hash, *text, mime_type.clone(), limit)
             }
         };
         if size > limit {
@@ -205,6 +208,7 @@ impl Store {
             idempotency_key: op.actor.idempotency_key.clone(),
             tool_call: op.actor.tool_call.clone(),
             executable,
+            mime_type,
         };
         let entry = commit.put_file(path, existing.as_ref(), record, content, false);
         commit.check_quota(&space)?;

@@ -130,6 +130,10 @@ pub async fn run(
     // Calls wait on the network: several at once keep a slow one from
     // holding up the rest.
     config.n_threads = Some(4);
+    // Before the mount announces itself: a signal sent as soon as it has is
+    // an unmount, not the default death.
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
     let session = fuser::spawn_mount(filesystem, &args.dir, &config).map_err(|error| {
         CliError::Other(format!(
             "cannot mount on {}: {error} (FUSE needs /dev/fuse, and root or fusermount3 from Debian's fuse3)",
@@ -139,8 +143,6 @@ pub async fn run(
     let follower = tokio::spawn(follow(remote, root.clone(), shared));
     eprintln!("agentvfs: {space}:{root} mounted on {}; Ctrl-C to unmount", args.dir.display());
 
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
     let mut poll = tokio::time::interval(Duration::from_millis(200));
     let unmounted = loop {
         tokio::select! {

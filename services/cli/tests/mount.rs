@@ -56,6 +56,26 @@ impl Mount {
         self.log.lock().unwrap().clone()
     }
 
+    /// The draft the mount said it kept, if it has said so yet.
+    fn kept_draft(&self) -> Option<PathBuf> {
+        let log = self.log();
+        log.lines()
+            .find_map(|line| line.split_once("this copy is kept at ").map(|(_, path)| PathBuf::from(path.trim())))
+    }
+
+    /// The draft the mount keeps, waited for: a file's release, which saves
+    /// it a last time, reaches the mount after its close has returned.
+    fn draft(&self) -> PathBuf {
+        let started = Instant::now();
+        loop {
+            if let Some(draft) = self.kept_draft() {
+                return draft;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "no draft in the log:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// SIGTERM; the exit status.
     fn stop(&mut self) -> std::process::ExitStatus {
         let pid = self.process.0.id().to_string();
@@ -278,11 +298,7 @@ fn changes_made_elsewhere_appear_and_a_conflicting_save_keeps_the_draft() {
     assert!(writer.wait().unwrap().success());
     let on_server = stack.ok(&["read", "/w/notes.txt"]);
     assert!(on_server.contains("third, from elsewhere") && !on_server.contains("draft"), "{on_server}");
-    let log = mount.log();
-    let draft = log
-        .lines()
-        .find_map(|line| line.split_once("this copy is kept at ").map(|(_, path)| PathBuf::from(path.trim())))
-        .unwrap_or_else(|| panic!("no draft in the log:\n{log}"));
+    let draft = mount.draft();
     assert_eq!(std::fs::read_to_string(draft).unwrap(), "local draft\n");
     // The next open sees the server's version.
     let started = Instant::now();
@@ -312,12 +328,81 @@ fn a_save_past_the_quota_fails_with_edquot_and_keeps_the_draft() {
 
     assert_eq!(stack.ok(&["read", "/q/fits.txt"]), "fits\n");
     assert_eq!(stack.run(&["read", "/q/big.txt"]).code, 3, "nothing past the quota is saved");
-    let log = mount.log();
-    let draft = log
-        .lines()
-        .find_map(|line| line.split_once("this copy is kept at ").map(|(_, path)| PathBuf::from(path.trim())))
-        .unwrap_or_else(|| panic!("no draft in the log:\n{log}"));
+    let draft = mount.draft();
     assert_eq!(std::fs::read(draft).unwrap(), [b'x'; 4000]);
+}
+
+/// A tmpfs of `size` on `dir`, unmounted (lazily) on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Tmpfs {
+        let status =
+            Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir).status();
+        assert!(status.unwrap().success(), "mounting a tmpfs needs root, as FUSE does here");
+        Tmpfs(dir.to_owned())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_save_on_a_full_disk_fails_with_enospc_and_keeps_the_draft() {
+    let mut stack = Stack::start();
+    // The front starts again with its store on a 64 MiB disk whose writes
+    // stop 40 MB short of full.
+    stack.kill_front();
+    let data = stack.data_dir();
+    std::fs::remove_dir_all(&data).unwrap();
+    std::fs::create_dir(&data).unwrap();
+    let _disk = Tmpfs::mount(&data, "64m");
+    stack.restart_front_with(&["--min-free-bytes", "40000000"]);
+    stack.create_default_space();
+    stack.ok(&["write", "/full/kept.txt", "--content", "kept\n"]);
+    let mnt = stack.temp.path().join("mnt");
+    let mount = Mount::start(&stack, "/full", &mnt, &[]);
+
+    // Files of 1 MiB, each saved when synced, until the disk is full.
+    let bytes = |n: usize| vec![n as u8; 1 << 20];
+    let mut refused = None;
+    for n in 0..64 {
+        let mut file = std::fs::File::create(mnt.join(format!("{n}.bin"))).unwrap();
+        file.write_all(&bytes(n)).unwrap();
+        if let Err(error) = file.sync_all() {
+            refused = Some((n, file, error));
+            break;
+        }
+    }
+    let (refused, file, error) = refused.expect("64 MiB of files fit on a 64 MiB disk");
+    assert_eq!(error.raw_os_error(), Some(libc::ENOSPC), "{error}");
+    assert!(refused > 0, "the disk had room for some files");
+    let refused_path = format!("/full/{refused}.bin");
+    assert_eq!(stack.run(&["read", &refused_path]).code, 3, "nothing past a full disk is saved");
+
+    // What was saved before stays readable, through the mount and the API.
+    assert_eq!(std::fs::read_to_string(mnt.join("kept.txt")).unwrap(), "kept\n");
+    assert_eq!(std::fs::read(mnt.join("0.bin")).unwrap(), bytes(0));
+    // Nothing of the refused file is lost: its release (which the kernel
+    // sends after the close returns) saves it again, which succeeds if the
+    // store found room meanwhile, else keeps its draft.
+    drop(file);
+    let hash = blake3::hash(&bytes(refused)).to_hex().to_string();
+    let started = Instant::now();
+    loop {
+        if let Some(draft) = mount.kept_draft() {
+            assert_eq!(std::fs::read(draft).unwrap(), bytes(refused));
+            break;
+        }
+        if stack.run(&["--json", "versions", &refused_path]).stdout.contains(&hash) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "neither saved nor kept:\n{}", mount.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]

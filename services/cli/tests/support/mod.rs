@@ -59,19 +59,24 @@ impl Stack {
                 .unwrap(),
         );
         let worker_addr = listening_address(&mut worker.0);
-        let front = start_front(&front_addr, &worker_addr, temp.path());
+        let front = start_front(&front_addr, &worker_addr, temp.path(), &[]);
         let stack = Stack { addr: front_addr, front, worker_addr, _worker: worker, temp };
-        // Listening is not yet serving: retry while the front reports itself unavailable.
+        stack.create_default_space();
+        stack
+    }
+
+    /// Creates the space `default`, retrying while the front that just
+    /// started reports itself unavailable (listening is not yet serving).
+    pub fn create_default_space(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let out = stack.run(&["space", "create", "default"]);
+            let out = self.run(&["space", "create", "default"]);
             if out.code == 0 {
                 break;
             }
             assert!(out.code == 6 && Instant::now() < deadline, "space create failed: {out:?}");
             std::thread::sleep(Duration::from_millis(50));
         }
-        stack
     }
 
     /// SIGKILLs the front.
@@ -82,8 +87,18 @@ impl Stack {
 
     /// Starts the front again, on the same address and store.
     pub fn restart_front(&mut self) {
+        self.restart_front_with(&[]);
+    }
+
+    /// [`Stack::restart_front`] with more flags.
+    pub fn restart_front_with(&mut self, extra: &[&str]) {
         self.kill_front();
-        self.front = start_front(&self.addr, &self.worker_addr, self.temp.path());
+        self.front = start_front(&self.addr, &self.worker_addr, self.temp.path(), extra);
+    }
+
+    /// The front's store directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.temp.path().join("data")
     }
 
     pub fn run(&self, args: &[&str]) -> Output {
@@ -146,11 +161,12 @@ impl Stack {
 }
 
 /// A dev-mode front on `addr` with its store in `dir/data`, once it listens.
-fn start_front(addr: &str, worker: &str, dir: &std::path::Path) -> Killed {
+fn start_front(addr: &str, worker: &str, dir: &std::path::Path, extra: &[&str]) -> Killed {
     let mut front = Killed(
         Command::new(server_binaries().join("agentvfs-front"))
             .args(["--listen", addr, "--worker", worker, "--dev", "--rate-limit", "0", "--data-dir"])
             .arg(dir.join("data"))
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -276,6 +276,14 @@ fn changes_made_elsewhere_appear_and_a_conflicting_save_keeps_the_draft() {
     }
     let seen = started.elapsed();
     assert!(seen < Duration::from_millis(2500), "took {seen:?}");
+    // A change of the same size too: the pages the kernel cached of the
+    // version read before are not served for the new one.
+    stack.ok(&["write", "/w/notes.txt", "--content", "SECOND\n"]);
+    let started = Instant::now();
+    while std::fs::read_to_string(mnt.join("notes.txt")).unwrap() != "SECOND\n" {
+        assert!(started.elapsed() < Duration::from_secs(3), "the same-size change never showed on the mount");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     // Opened on the mount, changed through the service, then fsynced and
     // closed: the save fails with EIO, the server keeps its version, and

@@ -80,6 +80,11 @@ struct State {
     /// holds open is dropped, so memory follows what the kernel caches
     /// rather than every path ever seen.
     lookups: HashMap<u64, u64>,
+    /// The content (hash) whose pages the kernel may cache for an inode: it
+    /// was last opened to read it, unchanged. An open of the same content
+    /// keeps those pages (`FOPEN_KEEP_CACHE`), so a warm read costs no
+    /// call; any other open drops them.
+    cached: HashMap<u64, String>,
 }
 
 /// One entry of an open folder: inode, kind, name.
@@ -245,6 +250,7 @@ impl State {
             next_handle: 0,
             removed: HashSet::new(),
             lookups: HashMap::new(),
+            cached: HashMap::new(),
         };
         state.paths.insert(INodeNo::ROOT.0, root.to_owned());
         state.inodes.insert(root.to_owned(), INodeNo::ROOT.0);
@@ -276,11 +282,25 @@ impl State {
         if inode == INodeNo::ROOT.0 || self.lookups.contains_key(&inode) || self.files.contains_key(&inode) {
             return;
         }
+        self.cached.remove(&inode);
         if let Some(path) = self.paths.remove(&inode)
             && self.inodes.get(&path) == Some(&inode)
         {
             self.inodes.remove(&path);
         }
+    }
+
+    /// Whether the kernel may keep its cached pages of `inode` for an open
+    /// of the content `hash`: only a read of the very content it last
+    /// opened to read. `written`: the open writes, or the file holds
+    /// unsaved writes. Remembers what this open leaves in the cache.
+    fn keep_cache(&mut self, inode: u64, hash: &str, written: bool) -> bool {
+        if written {
+            // Written pages may be partial or unsaved: the next open drops them.
+            self.cached.remove(&inode);
+            return false;
+        }
+        self.cached.insert(inode, hash.to_owned()).is_some_and(|cached| cached == hash)
     }
 
     /// The inode number a listing shows for `path`: its inode when the
@@ -892,8 +912,9 @@ impl Filesystem for MountFs {
     }
 
     fn open(&self, _req: &Request, inode: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let writing = flags.acc_mode() != OpenAccMode::O_RDONLY;
         let opened = (|| {
-            if flags.acc_mode() != OpenAccMode::O_RDONLY {
+            if writing {
                 self.writable()?;
             }
             let (handle, file) = loop {
@@ -911,17 +932,22 @@ impl Filesystem for MountFs {
                     break held;
                 }
             };
-            if flags.acc_mode() != OpenAccMode::O_RDONLY && flags.0 & libc::O_TRUNC != 0 {
+            if writing && flags.0 & libc::O_TRUNC != 0 {
                 let mut file = lock(&file);
                 file.dirty |= file.size != 0 || file.buffer.as_ref().is_some_and(|b| !b.is_empty());
                 file.buffer = Some(Vec::new());
                 file.size = 0;
                 file.modified = SystemTime::now();
             }
-            Ok(handle)
+            let (hash, buffered) = {
+                let file = lock(&file);
+                (file.hash.clone(), file.buffer.is_some())
+            };
+            let keep = self.state().keep_cache(inode.0, &hash, writing || buffered);
+            Ok((handle, if keep { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() }))
         })();
         match opened {
-            Ok(handle) => reply.opened(FileHandle(handle), FopenFlags::empty()),
+            Ok((handle, flags)) => reply.opened(FileHandle(handle), flags),
             Err(errno) => reply.error(errno),
         }
     }
@@ -953,6 +979,7 @@ impl Filesystem for MountFs {
                 executable,
             };
             let (handle, _) = self.hold(inode, Some(file)).ok_or(Errno::EIO)?;
+            self.state().keep_cache(inode, "", true);
             Ok((self.attr(inode, Shape::File { executable }, 0, now), handle))
         })();
         match created {

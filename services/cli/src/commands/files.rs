@@ -191,6 +191,7 @@ pub struct WriteArgs {
     /// File (path or reference).
     path: String,
     /// The content; without it, stdin is written (bytes that are not UTF-8 are stored as they are).
+    /// An overwrite of more than 1 MiB is streamed, as an upload.
     #[arg(long, allow_hyphen_values = true)]
     content: Option<String>,
     /// Add to the end of the file.

@@ -275,6 +275,11 @@ fn batch_and_admin_commands() {
     .unwrap();
     let registered = stack.ok(&["functions", "register", "other", functions.to_str().unwrap()]);
     assert!(registered.contains("wrote /functions/deploy.md\n"), "{registered}");
+    let forked = stack.ok(&["space", "fork", "other", "other-fork"]);
+    assert!(forked.starts_with("forked other at revision 4 into space other-fork (sp_"), "{forked}");
+    assert!(stack.ok(&["--space", "other-fork", "read", "/functions/deploy.md"]).contains("Deploys."));
+    assert!(stack.ok(&["space", "fork", "other", "as-created", "--at-revision", "1"]).contains(" 1 files, "));
+    assert_eq!(stack.run(&["--space", "as-created", "read", "/functions/deploy.md"]).code, 3);
     assert_eq!(stack.run(&["space", "delete", "other", "--confirm", "wrong"]).code, 2);
     assert!(stack.ok(&["space", "delete", "other", "--confirm", "other"]).starts_with("deleted space other"));
 }
@@ -428,6 +433,8 @@ fn the_readme_walkthrough_works_as_written() {
     assert_eq!(versions.lines().map(|l| l.split('\t').next().unwrap()).collect::<Vec<_>>(), ["v2", "v1"]);
     assert!(output("agentvfs search").contains("/notes/plan.md"));
     assert_eq!(stack.ok(&["read", "/notes/plan.md"]), "# Plan\nship it on Friday\n");
+    assert!(output("agentvfs space fork").starts_with("forked default at revision "));
+    assert_eq!(stack.ok(&["--space", "experiment", "read", "/notes/plan.md"]), "# Plan\nscrap it\n");
 }
 
 #[test]

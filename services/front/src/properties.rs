@@ -657,6 +657,7 @@ pub fn check_request_decode(bytes: &[u8]) {
     }
     each!(
         CreateSpaceRequest,
+        ForkSpaceRequest,
         GetSpaceRequest,
         ListSpacesRequest,
         DeleteSpaceRequest,

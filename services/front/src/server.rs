@@ -377,7 +377,7 @@ async fn follow_other_fronts(store: Store, front: FrontId) {
 }
 
 /// Drops idempotency receipts older than `retention` and collects uploads
-/// no commit claimed, once an hour.
+/// no commit claimed and forks never published, once an hour.
 async fn prune_receipts(store: Store, retention: std::time::Duration) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(3600));
     loop {
@@ -388,6 +388,10 @@ async fn prune_receipts(store: Store, retention: std::time::Duration) {
         let grace = crate::store::content::UPLOAD_GRACE;
         if let Err(error) = store.blocking(move |store| store.collect_uploads(grace)).await {
             tracing::warn!(%error, "collecting unclaimed uploads failed");
+        }
+        let grace = crate::store::FORK_GRACE;
+        if let Err(error) = store.blocking(move |store| store.collect_forks(grace)).await {
+            tracing::warn!(%error, "collecting unpublished forks failed");
         }
         let cutoff = crate::store::records::now_ms() - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
         match store.blocking(move |store| store.prune_receipts(cutoff)).await {

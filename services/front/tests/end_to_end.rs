@@ -34,3 +34,4 @@ mod storage_full;
 mod store_health;
 mod tenancy;
 mod worker_contract;
+mod workflows;

@@ -545,6 +545,7 @@ async fn every_unary_route_answers_as_recorded() {
         ("admin/remove", json!({"space": space, "path": "/b", "recursive": true})),
         ("admin/reindex", json!({"space": space})),
         ("admin/compact", json!({"space": space})),
+        ("admin/fork_space", json!({"source": space, "name": "golden fork", "idempotencyKey": "f1"})),
         ("admin/delete_space", json!({"space": space, "confirm": space})),
     ];
     let mut recorded = Vec::new();

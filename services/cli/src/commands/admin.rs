@@ -24,6 +24,23 @@ pub enum SpaceCommand {
         #[arg(long, value_name = "KEY", default_value = "", allow_hyphen_values = true)]
         idempotency_key: String,
     },
+    /// Fork a space: a new space holding SOURCE's files as of a revision,
+    /// sharing their content; you become its owner.
+    ///
+    /// The fork's history starts over (every file at version 1); the two
+    /// spaces change independently from then on.
+    #[command(after_help = "Example:\n  agentvfs space fork default experiment --at-revision 12")]
+    Fork {
+        /// The space to fork (name or ID).
+        source: String,
+        /// The new space's name.
+        name: String,
+        /// The source's revision to copy (0 = its current revision).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        at_revision: u64,
+        #[arg(long, value_name = "KEY", default_value = "", allow_hyphen_values = true)]
+        idempotency_key: String,
+    },
     /// List the spaces you hold a role in.
     List {
         #[command(flatten)]
@@ -50,6 +67,19 @@ pub async fn space(ctx: &mut Context, command: SpaceCommand) -> Result<(), CliEr
             };
             let space = ctx.client.admin.create_space(request).await?.into_inner();
             print_space(ctx, "created space", &space)
+        }
+        SpaceCommand::Fork { source, name, at_revision, idempotency_key } => {
+            let request = pb::ForkSpaceRequest { source: source.clone(), at_revision, name, idempotency_key };
+            let space = ctx.client.admin.fork_space(request).await?.into_inner();
+            if ctx.out.is_json() {
+                return ctx.out.message("Space", &space);
+            }
+            let origin = space.forked_from.clone().unwrap_or_default();
+            let usage = space.usage.unwrap_or_default();
+            line(&format!(
+                "forked {source} at revision {} into space {} ({}): {} files, {} bytes",
+                origin.revision, space.name, space.id, usage.files, usage.bytes
+            ))
         }
         SpaceCommand::List { paging } => {
             let mut token = paging.page_token.clone();

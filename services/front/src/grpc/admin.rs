@@ -12,7 +12,7 @@ use crate::error::{Error, Reason};
 use crate::path::SpacePath;
 use crate::reference::Reference;
 use crate::store::Generated;
-use crate::store::{NewSpace, Quota, Role, SpaceRecord, Store};
+use crate::store::{NewFork, NewSpace, Quota, Role, SpaceRecord, Store};
 use crate::system_files::{Function, valid_function_name};
 
 /// Most functions in one registration.
@@ -46,6 +46,40 @@ impl Admin for Services {
         handler::run_durable(&front, move |front| {
             idempotency::run(front, &caller, "", "CreateSpace", &key, fingerprint, |claim| {
                 let space = front.store.create_space(new, claim.map(|c| c.receipt(convert::space)))?;
+                Ok(convert::space(&space))
+            })
+        })
+        .await
+    }
+
+    async fn fork_space(&self, request: Request<pb::ForkSpaceRequest>) -> Result<Response<pb::Space>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        if !caller.admin {
+            return Err(Error::new(Reason::PermissionDenied, "Only administrators can create spaces.").into());
+        }
+        if caller.read_only {
+            return Err(
+                Error::new(Reason::PermissionDenied, "The request is in read-only mode (x-agentvfs-mode).").into()
+            );
+        }
+        let req = request.into_inner();
+        if req.source.is_empty() {
+            return Err(
+                Error::invalid_argument("source", "The request must name the space to fork (ID or name).").into()
+            );
+        }
+        let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
+        handler::run_durable(&front, move |front| {
+            let source = front.space(&caller, &req.source, Need::Read)?;
+            let new = NewFork {
+                source: source.id,
+                at_revision: req.at_revision,
+                name: req.name.clone(),
+                owner: caller.principal.clone(),
+            };
+            idempotency::run(front, &caller, "", "ForkSpace", &req.idempotency_key, fingerprint, |claim| {
+                let space = front.store.fork_space(&new, claim.map(|c| c.receipt(convert::space)))?;
                 Ok(convert::space(&space))
             })
         })

@@ -103,5 +103,8 @@ pub fn space(space: &SpaceRecord) -> pb::Space {
             .collect(),
         create_time: timestamp(space.created_ms),
         compacted_revision: space.compacted_revision,
+        forked_from: space
+            .forked_from
+            .map(|origin| pb::ForkOrigin { space_id: origin.space.to_string(), revision: origin.revision }),
     }
 }

@@ -27,6 +27,7 @@
 //! | `sessions` | session `00` node | `SessionRead` (the session's last read of the node) |
 //! | `meta` | `format`, `outbox.head`, `outbox.pruned` | the store's own marks |
 //! | `meta` | `staged.` upload | start time in ms (an upload not yet committed) |
+//! | `meta` | `forking.` space | last write in ms (a fork not yet published) |
 //! | `meta` | `upload.` upload | `UploadMarker` (the same, in stores written before uploads were streamed) |
 //!
 //! Paths never contain NUL, so `00` separates a path from its revision and
@@ -57,6 +58,15 @@ pub fn functions(id: SpaceId) -> Vec<u8> {
 
 pub fn deleted_space(id: SpaceId) -> Vec<u8> {
     tagged(b'd', &id.to_bytes())
+}
+
+/// Markers of forks not yet published, in `meta`.
+pub const PENDING_FORKS: &[u8] = b"forking.";
+
+pub fn pending_fork(id: SpaceId) -> Vec<u8> {
+    let mut key = PENDING_FORKS.to_vec();
+    key.extend_from_slice(&id.to_bytes());
+    key
 }
 
 fn tagged(tag: u8, rest: &[u8]) -> Vec<u8> {

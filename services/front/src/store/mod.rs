@@ -16,6 +16,7 @@ pub mod claims;
 mod commit;
 pub mod content;
 pub mod engine;
+mod fork;
 mod fronts;
 mod generate;
 mod history;
@@ -37,12 +38,13 @@ pub(crate) use commit::{Commit, NewContent};
 pub use engine::Health;
 pub use engine::postgres::{Postgres, PostgresOptions, masked_url};
 pub use engine::sled::{Durability, SledEngine, SledOptions};
+pub use fork::{FORK_GRACE, NewFork};
 pub use fronts::{FrontId, Lease};
 pub use generate::Generated;
 pub use history::{Compacted, expired};
 pub use receipt::ReceiptPlan;
 pub use records::{
-    ChangeKind, Entry, Hash, IndexJob, IndexOp, Kind, NodeRecord, Quota, Receipt, Role, SpaceRecord, Usage,
+    ChangeKind, Entry, ForkOrigin, Hash, IndexJob, IndexOp, Kind, NodeRecord, Quota, Receipt, Role, SpaceRecord, Usage,
     VersionRecord,
 };
 pub use snapshot::{ScanOptions, ScanPage};
@@ -217,6 +219,9 @@ impl Store {
         store.start_outbox_head().map_err(OpenError::Read)?;
         store.purge_deleted_spaces().map_err(OpenError::Purge)?;
         store.collect_uploads(content::UPLOAD_GRACE).map_err(OpenError::Purge)?;
+        // Other fronts may be forking now; one front alone stopped midway.
+        let grace = if store.shared() { fork::FORK_GRACE } else { std::time::Duration::ZERO };
+        store.collect_forks(grace).map_err(OpenError::Purge)?;
         store.seal().map_err(OpenError::Seal)?;
         Ok(store)
     }

@@ -71,6 +71,15 @@ pub struct SpaceRecord {
     pub access: Vec<(String, Role)>,
     /// Revisions below this were compacted away.
     pub compacted_revision: u64,
+    /// The space and revision this space was forked from.
+    pub forked_from: Option<ForkOrigin>,
+}
+
+/// Where a forked space's tree came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkOrigin {
+    pub space: SpaceId,
+    pub revision: u64,
 }
 
 impl SpaceRecord {
@@ -341,7 +350,10 @@ impl Record for TrashRecord {
     const APPENDED: &'static [u8] = &[0, 0];
 }
 
-impl Record for SpaceRecord {}
+/// `forked_from: None`.
+impl Record for SpaceRecord {
+    const APPENDED: &'static [u8] = &[0];
+}
 impl Record for NodeRecord {}
 impl Record for BlobMeta {}
 impl Record for UploadMarker {}
@@ -509,6 +521,25 @@ mod tests {
         assert_eq!(decode::<VersionRecord>(&encode(&version(true, "image/png"))).unwrap(), version(true, "image/png"));
         let both = trash([file(false, ""), image]);
         assert_eq!(decode::<TrashRecord>(&encode(&both)).unwrap(), both);
+    }
+
+    #[test]
+    fn spaces_written_before_forks_read_as_not_forked_and_forks_keep_their_origin() {
+        let space = SpaceRecord {
+            id: SpaceId::from_bytes([3; 16]),
+            name: "notes".into(),
+            created_ms: 1_700_000_000_000,
+            revision: 9,
+            quota: Quota { max_bytes: 1 << 20, max_files: 10 },
+            usage: Usage { bytes: 5, files: 1, directories: 4 },
+            access: vec![("alice".into(), Role::Owner)],
+            compacted_revision: 2,
+            forked_from: None,
+        };
+        assert_eq!(decode::<SpaceRecord>(&earlier_layout(&space, 1)).unwrap(), space);
+        let fork =
+            SpaceRecord { forked_from: Some(ForkOrigin { space: SpaceId::from_bytes([4; 16]), revision: 7 }), ..space };
+        assert_eq!(decode::<SpaceRecord>(&encode(&fork)).unwrap(), fork);
     }
 
     #[test]

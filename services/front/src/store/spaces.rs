@@ -67,6 +67,7 @@ impl Store {
             usage: Usage::default(),
             access: vec![(new.owner.clone(), Role::Owner)],
             compacted_revision: 0,
+            forked_from: None,
         };
         let _guard = self.lock_space(space.id);
         let mut commit = Commit::new(space.clone(), &new.owner);
@@ -190,7 +191,7 @@ impl Store {
     /// Purges a deleted space's data. On a disk too full to release its
     /// content safely (see [`Store::check_room`]) it stops, and the purge
     /// resumes at the next open.
-    fn purge_space(&self, id: SpaceId) -> Result<()> {
+    pub(super) fn purge_space(&self, id: SpaceId) -> Result<()> {
         let prefix = id.to_bytes();
         // Versions first, each with its content reference, so content is
         // released exactly once even if the purge is interrupted.
@@ -232,6 +233,6 @@ impl Store {
     }
 }
 
-fn already_exists(name: &str) -> Error {
+pub(super) fn already_exists(name: &str) -> Error {
     Error::new(Reason::AlreadyExists, format!("A space named {name:?} already exists.")).with("name", name)
 }

@@ -979,3 +979,140 @@ on_both_engines! {
         }
     }
 }
+
+/// Forks, on both engines.
+mod forks {
+    use super::*;
+
+    /// Every live path of `space` as of `revision` (latest when `None`), with
+    /// what a file holds: (path, kind, bytes).
+    fn tree_at(store: &Store, space: SpaceId, revision: Option<u64>) -> Vec<(String, Kind, Vec<u8>)> {
+        let revision = revision.unwrap_or_else(|| store.space(space).unwrap().unwrap().revision);
+        let root = SpacePath::root();
+        let all = |_: &SpacePath, _: &Entry| true;
+        let mut out = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let options = ScanOptions {
+                root: &root,
+                revision,
+                recursive: true,
+                after: after.as_deref(),
+                from: None,
+                limit: 3,
+                budget: usize::MAX,
+                filter: &all,
+            };
+            let page = store.scan(space, &options).unwrap();
+            for (path, entry) in page.entries {
+                let bytes = if entry.is_dir() { Vec::new() } else { store.content(entry.hash).unwrap() };
+                out.push((path.to_string(), entry.kind, bytes));
+            }
+            match page.resume_after {
+                Some(last) => after = Some(last),
+                None => return out,
+            }
+        }
+    }
+
+    /// References held on the content with this hash.
+    fn content_refs(store: &Store, hash: Hash) -> u64 {
+        let raw = store.get(Table::Content, &keys::blob_meta(&hash.0)).unwrap().expect("content is stored");
+        decode::<records::BlobMeta>(&raw).unwrap().refs
+    }
+
+    fn fork_of(store: &Store, source: SpaceId, at_revision: u64, name: &str) -> Result<SpaceRecord> {
+        let new = NewFork { source, at_revision, name: name.into(), owner: "forker".into() };
+        store.fork_space(&new, None)
+    }
+
+    on_both_engines! {
+        fn a_fork_holds_the_source_as_of_its_revision_and_shares_its_content(engine: Engine) {
+            let home = Home::new(engine);
+            let store = home.open();
+            let source =
+                store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+            // More paths than a page of the fork holds.
+            for i in 0..2_100 {
+                overwrite(&store, source.id, &format!("/src/m{}/f{i}.txt", i % 7), format!("file {}\n", i % 50).as_bytes());
+            }
+            overwrite(&store, source.id, "/a.txt", b"old\n");
+            let at = store.space(source.id).unwrap().unwrap().revision;
+            overwrite(&store, source.id, "/a.txt", b"new\n");
+            overwrite(&store, source.id, "/later.txt", b"later\n");
+            let old = Hash::of(b"old\n");
+            let chunks_before = store.scan_prefix(Table::Content, &[]).count();
+
+            let fork = fork_of(&store, source.id, at, "f").unwrap();
+            assert_eq!(fork.revision, 1);
+            assert_eq!(fork.forked_from, Some(ForkOrigin { space: source.id, revision: at }));
+            assert_eq!(fork.access, vec![("forker".to_owned(), Role::Owner)]);
+            assert_eq!(fork.quota, source.quota);
+            let expected = tree_at(&store, source.id, Some(at));
+            assert_eq!(tree_at(&store, fork.id, None), expected, "the fork is the source as of its revision");
+            assert_eq!(fork.usage.files, expected.iter().filter(|(_, kind, _)| *kind == Kind::File).count() as u64);
+            assert_eq!(store.space(fork.id).unwrap().unwrap(), fork);
+            assert_eq!(store.space_by_name("f").unwrap().unwrap().id, fork.id);
+            // New nodes, history from version 1, and no new content.
+            let a = store.entry(fork.id, &path("/a.txt"), None).unwrap().unwrap();
+            assert_eq!(a.version, 1);
+            assert_ne!(a.node, store.entry(source.id, &path("/a.txt"), None).unwrap().unwrap().node);
+            let v1 = store.version(fork.id, a.node, 1).unwrap().unwrap();
+            assert_eq!((v1.operation.as_str(), v1.principal.as_str(), v1.revision), ("fork", "forker", 1));
+            assert_eq!(content_refs(&store, old), 2, "the source's version 1 and the fork's");
+            assert_eq!(store.scan_prefix(Table::Content, &[]).count(), chunks_before, "content is shared, not copied");
+            assert!(store.scan_prefix(Table::Meta, keys::PENDING_FORKS).next().is_none(), "nothing left pending");
+            let log = store.revisions(fork.id, 0, 10).unwrap();
+            assert_eq!(log.len(), 1);
+            assert_eq!(log[0].1.changes.len(), expected.len() + 1, "every path, the root included, was created");
+
+            // The two diverge, and the fork outlives its source.
+            overwrite(&store, fork.id, "/a.txt", b"forked\n");
+            assert_eq!(store.content(store.entry(source.id, &path("/a.txt"), None).unwrap().unwrap().hash).unwrap(), b"new\n");
+            store.compact(source.id, "p", 0).unwrap();
+            store.delete_space(source.id, None).unwrap();
+            assert_eq!(content_refs(&store, old), 1, "the fork's version 1 keeps the old content");
+            assert_eq!(store.content(old).unwrap(), b"old\n");
+            assert_eq!(tree_at(&store, fork.id, Some(1)), expected);
+        }
+
+        fn a_fork_refuses_a_compacted_revision_and_a_taken_name(engine: Engine) {
+            let home = Home::new(engine);
+            let store = home.open();
+            let source =
+                store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+            overwrite(&store, source.id, "/a.txt", b"1");
+            overwrite(&store, source.id, "/a.txt", b"2");
+            store.compact(source.id, "p", 2).unwrap();
+            assert_eq!(fork_of(&store, source.id, 1, "f").unwrap_err().reason, Reason::SnapshotExpired);
+            assert_eq!(fork_of(&store, source.id, 99, "f").unwrap_err().reason, Reason::InvalidArgument);
+            assert_eq!(fork_of(&store, source.id, 0, "s").unwrap_err().reason, Reason::AlreadyExists);
+            assert_eq!(fork_of(&store, source.id, 0, "sp_x").unwrap_err().reason, Reason::InvalidArgument);
+            assert!(store.space_by_name("f").unwrap().is_none());
+            let fork = fork_of(&store, source.id, 2, "f").unwrap();
+            assert_eq!(tree_at(&store, fork.id, None), tree_at(&store, source.id, Some(2)));
+        }
+
+        fn a_fork_stopped_before_it_was_published_is_purged(engine: Engine) {
+            let home = Home::new(engine);
+            let store = home.open();
+            let source =
+                store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+            overwrite(&store, source.id, "/a.txt", b"shared");
+            let hash = Hash::of(b"shared");
+            let new = NewFork { source: source.id, at_revision: 0, name: "f".into(), owner: "p".into() };
+            let revision = store.space(source.id).unwrap().unwrap().revision;
+            let fork = SpaceId::generate();
+            store.copy_tree(&new, &source, revision, fork).unwrap();
+            assert_eq!(content_refs(&store, hash), 2, "the pages hold their references");
+            assert_eq!(store.collect_forks(std::time::Duration::from_secs(3600)).unwrap(), 0, "recent: it may be running");
+            assert_eq!(store.collect_forks(std::time::Duration::ZERO).unwrap(), 1);
+            assert_eq!(content_refs(&store, hash), 1);
+            assert!(store.space(fork).unwrap().is_none());
+            for table in [Table::Current, Table::History, Table::Versions] {
+                assert!(store.scan_prefix(table, &fork.to_bytes()).next().is_none(), "{table:?} is purged");
+            }
+            assert!(store.scan_prefix(Table::Meta, keys::PENDING_FORKS).next().is_none());
+        }
+    }
+}

@@ -39,6 +39,10 @@
 //!    repository's own history (its last 200 commits), on a space holding
 //!    the older files, against `git apply` of the same diff on a directory
 //!    holding them: median of 5 runs each, and their ratio.
+//! 10. `Admin.ForkSpace` of a space of [`FORK_FILES`] files of 10 KiB each
+//!     (100 MB of content): its time and how much the store grew, against
+//!     one `Batch` copy of the same tree within the space (which shares
+//!     content the same way) and against the content's own size.
 //!
 //! Rate measurements run for a fixed wall time after a short warm-up and
 //! report calls/s with p50/p99 latency; the file sections time a fixed
@@ -51,7 +55,7 @@
 //! ```
 //!
 //! Sections: `writes`, `reads`, `overhead`, `big-file`, `subtree`, `http`,
-//! `mcp`, `patch` (needs this clone's git history), `database` (skipped when PostgreSQL's server does not start here;
+//! `mcp`, `fork`, `patch` (needs this clone's git history), `database` (skipped when PostgreSQL's server does not start here;
 //! Debian's `postgresql` package provides it). With
 //! `AGENTVFS_BENCH_FRONT=PATH` the bench runs another build of the front (an
 //! older commit's, for a before/after comparison in one script; `database`
@@ -102,6 +106,9 @@ const BIG_PATH: &str = "/big/five-mib.txt";
 const BIG_CALLS: usize = 30;
 /// Files in the folder the subtree section copies, renames and trashes.
 const SUBTREE_FILES: usize = 20_000;
+/// Files in the space the `fork` section forks, and the bytes of each.
+const FORK_FILES: usize = 10_000;
+const FORK_FILE_BYTES: usize = 10 << 10;
 /// 1,575 lines of 64 characters plus `\n` is 102,375 bytes: just under
 /// 100 KiB, the file the database section edits.
 const EDIT_LINES: usize = 1_575;
@@ -870,6 +877,92 @@ async fn bench_subtree() -> Subtree {
     Subtree { copy, rename, trash }
 }
 
+struct Fork {
+    content_bytes: u64,
+    store_before: u64,
+    fork_seconds: f64,
+    fork_growth: i64,
+    copy_seconds: f64,
+    copy_growth: i64,
+}
+
+/// Bytes of the files under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => dir_bytes(&entry.path()),
+            Ok(meta) => meta.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Fills `/src` with [`FORK_FILES`] distinct files, then times a fork of
+/// the space and, as the baseline, a `Batch` copy of `/src` in it, with the
+/// store's growth on disk through each.
+async fn bench_fork() -> Fork {
+    let front = Front::start_with("group", Access::Dev, &["--max-subtree-entries", "25000"]).await;
+    front.create_space().await;
+    let channels = front.channels(MAX_CHANNELS).await;
+    let writers = 16;
+    let mut tasks = Vec::new();
+    for task in 0..writers {
+        let channel = channels[task % channels.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            for n in (task..FORK_FILES).step_by(writers) {
+                let line = format!("file {n} of the forked space, line after line of text\n");
+                let content = line.repeat(FORK_FILE_BYTES / line.len() + 1)[..FORK_FILE_BYTES].to_owned();
+                let request = pb::WriteRequest {
+                    space: SPACE.into(),
+                    path: format!("/src/d{}/f{n}.txt", n % 100),
+                    body: Some(pb::write_request::Body::Content(content)),
+                    ..Default::default()
+                };
+                FileSystemClient::new(channel.clone()).write(request).await.expect("write");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("writer panicked");
+    }
+    let data = front._temp.path().join("data");
+    let store_before = dir_bytes(&data);
+    let began = Instant::now();
+    let request = pb::ForkSpaceRequest { source: SPACE.into(), name: "fork".into(), ..Default::default() };
+    let forked = AdminClient::new(channels[0].clone()).fork_space(request).await.expect("fork").into_inner();
+    let fork_seconds = began.elapsed().as_secs_f64();
+    assert_eq!(forked.usage.unwrap_or_default().files as usize, FORK_FILES + 1, "every file and AGENT.md");
+    let after_fork = dir_bytes(&data);
+    let request = pb::BatchRequest {
+        space: SPACE.into(),
+        actions: vec![pb::BatchAction {
+            action: Some(pb::batch_action::Action::Copy(pb::CopyAction {
+                from: "/src".into(),
+                to_folder: "/".into(),
+                name: "copy".into(),
+            })),
+        }],
+        apply: true,
+        idempotency_key: "copy".into(),
+        ..Default::default()
+    };
+    let began = Instant::now();
+    FileSystemClient::new(channels[0].clone()).batch(request).await.expect("copy");
+    let copy_seconds = began.elapsed().as_secs_f64();
+    let after_copy = dir_bytes(&data);
+    front.stop();
+    Fork {
+        content_bytes: (FORK_FILES * FORK_FILE_BYTES) as u64,
+        store_before,
+        fork_seconds,
+        fork_growth: after_fork as i64 - store_before as i64,
+        copy_seconds,
+        copy_growth: after_copy as i64 - after_fork as i64,
+    }
+}
+
 /// Commits of this repository's history the `patch` section diffs across,
 /// the most text files its diff carries, and the runs of each side.
 const PATCH_COMMITS: usize = 200;
@@ -1436,7 +1529,8 @@ fn target_dir() -> PathBuf {
 
 /// The sections to run: those named on the command line, or all of them.
 fn sections() -> Vec<String> {
-    const ALL: [&str; 9] = ["writes", "reads", "overhead", "big-file", "subtree", "database", "http", "mcp", "patch"];
+    const ALL: [&str; 10] =
+        ["writes", "reads", "overhead", "big-file", "subtree", "fork", "database", "http", "mcp", "patch"];
     // `cargo bench` passes `--bench`; the rest are section names.
     let named: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     for name in &named {
@@ -1572,6 +1666,36 @@ async fn main() {
                 "copy_seconds": subtree.copy,
                 "rename_seconds": subtree.rename,
                 "trash_seconds": subtree.trash,
+            }),
+        );
+    }
+
+    if runs("fork") {
+        println!();
+        println!("fork of a space of {FORK_FILES} files of {FORK_FILE_BYTES} bytes, group front");
+        let fork = bench_fork().await;
+        let content_mb = fork.content_bytes as f64 / 1e6;
+        let growth = |bytes: i64| {
+            format!(
+                "{:+.1} MB ({:.1}% of the content)",
+                bytes as f64 / 1e6,
+                100.0 * bytes as f64 / fork.content_bytes as f64
+            )
+        };
+        println!("content: {content_mb:.1} MB; store before: {:.1} MB", fork.store_before as f64 / 1e6);
+        println!("{:<24} {:>9.3} s   store {}", "ForkSpace", fork.fork_seconds, growth(fork.fork_growth));
+        println!("{:<24} {:>9.3} s   store {}", "Batch copy (baseline)", fork.copy_seconds, growth(fork.copy_growth));
+        println!("{:<24} {:>9.2}x", "fork/copy time", fork.fork_seconds / fork.copy_seconds);
+        report.insert(
+            "fork".into(),
+            json!({
+                "files": FORK_FILES,
+                "content_bytes": fork.content_bytes,
+                "store_bytes_before": fork.store_before,
+                "fork_seconds": fork.fork_seconds,
+                "fork_store_growth_bytes": fork.fork_growth,
+                "copy_seconds": fork.copy_seconds,
+                "copy_store_growth_bytes": fork.copy_growth,
             }),
         );
     }

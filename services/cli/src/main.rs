@@ -144,6 +144,8 @@ enum Command {
     Patch(patch::PatchArgs),
     /// Print change events until Ctrl-C.
     Watch(history::WatchArgs),
+    /// Preview (or with --apply, save as one revision) a file or folder as it was at a revision.
+    Revert(history::RevertArgs),
     /// Create, list or delete spaces.
     #[command(subcommand)]
     Space(admin::SpaceCommand),
@@ -234,6 +236,7 @@ impl Command {
             Command::Batch(_) => "batch",
             Command::Patch(_) => "patch",
             Command::Watch(_) => "watch",
+            Command::Revert(_) => "revert",
             Command::Space(_) => "space",
             Command::Access(_) => "access",
             Command::Quota(_) => "quota",
@@ -267,6 +270,7 @@ async fn client_command(global: Global, command: Command) -> Result<(), CliError
         Command::Batch(args) => batch::batch(ctx, args).await,
         Command::Patch(args) => patch::patch(ctx, args).await,
         Command::Watch(args) => history::watch(ctx, args).await,
+        Command::Revert(args) => history::revert(ctx, args).await,
         Command::Space(command) => admin::space(ctx, command).await,
         Command::Access(command) => admin::access(ctx, command).await,
         Command::Quota(command) => admin::quota(ctx, command).await,

@@ -137,6 +137,39 @@ fn edit_previews_unless_applied() {
 }
 
 #[test]
+fn revert_previews_then_saves_a_folder_as_it_was() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/notes/plan.md", "--content", "ship it\n"]);
+    let at = stack.ok(&["versions", "/notes/plan.md"]);
+    let at = at.trim_end().rsplit_once("\tr").unwrap().1.to_owned();
+    stack.ok(&["write", "/notes/plan.md", "--content", "scrap it\n"]);
+    stack.ok(&["write", "/notes/later.md", "--content", "later\n"]);
+    assert_eq!(
+        stack.ok(&["revert", "/notes", "--to-revision", &at]),
+        format!(
+            "trashed /notes/later.md\nmodified /notes/plan.md v2 -> v3\n\
+             preview of a revert of /notes to revision {at}: nothing saved (apply with --apply)\n"
+        )
+    );
+    assert_eq!(stack.ok(&["read", "/notes/plan.md"]), "scrap it\n");
+    let applied = stack.ok(&["revert", "/notes", "--to-revision", &at, "--apply"]);
+    assert!(
+        applied.ends_with(&format!(
+            "reverted /notes to revision {at}: 2 changes at revision {}\n",
+            at.parse::<u64>().unwrap() + 3
+        )),
+        "{applied}"
+    );
+    assert_eq!(stack.ok(&["read", "/notes/plan.md"]), "ship it\n");
+    assert_eq!(stack.run(&["read", "/notes/later.md"]).code, 3);
+    assert_eq!(
+        stack.ok(&["revert", "/notes", "--to-revision", &at, "--apply"]),
+        format!("/notes to revision {at}: nothing to change\n")
+    );
+    assert_eq!(stack.run(&["revert", "/notes", "--to-revision", "999", "--apply"]).code, 2);
+}
+
+#[test]
 fn errors_name_the_reason_the_next_step_and_exit_by_class() {
     let stack = Stack::start();
     seed(&stack);
@@ -431,6 +464,10 @@ fn the_readme_walkthrough_works_as_written() {
     assert!(applied.ends_with("applied: v1 -> v2\n"), "{applied}");
     let versions = output("agentvfs versions");
     assert_eq!(versions.lines().map(|l| l.split('\t').next().unwrap()).collect::<Vec<_>>(), ["v2", "v1"]);
+    assert_eq!(
+        output("agentvfs revert"),
+        "modified /notes/plan.md v2 -> v3\npreview of a revert of /notes to revision 2: nothing saved (apply with --apply)\n"
+    );
     assert!(output("agentvfs search").contains("/notes/plan.md"));
     assert_eq!(stack.ok(&["read", "/notes/plan.md"]), "# Plan\nship it on Friday\n");
     assert!(output("agentvfs space fork").starts_with("forked default at revision "));

@@ -63,7 +63,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 #[test]
-fn tools_list_names_the_ten_tools_with_input_schemas() {
+fn tools_list_names_the_eleven_tools_with_input_schemas() {
     let stack = Stack::start();
     runtime().block_on(async {
         let client = connect(&stack.addr, &["--space", "default"]).await;
@@ -74,7 +74,7 @@ fn tools_list_names_the_ten_tools_with_input_schemas() {
         names.sort_unstable();
         assert_eq!(
             names,
-            ["apply_patch", "batch", "edit", "find", "grep", "ls", "read", "read_many", "search", "write"]
+            ["apply_patch", "batch", "edit", "find", "grep", "ls", "read", "read_many", "revert", "search", "write"]
         );
         for tool in &tools {
             let schema = &tool.input_schema;
@@ -89,7 +89,7 @@ fn tools_list_names_the_ten_tools_with_input_schemas() {
         let schema = |name: &str| tools.iter().find(|tool| tool.name == name).unwrap().input_schema.clone();
         assert_eq!(schema("read")["required"], json!(["path"]));
         assert_eq!(schema("edit")["required"], json!(["path", "edits"]));
-        for name in ["write", "edit", "batch", "apply_patch"] {
+        for name in ["write", "edit", "batch", "apply_patch", "revert"] {
             assert!(schema(name)["properties"].get("idempotency_key").is_some(), "{name}");
         }
         assert!(schema("edit")["properties"].get("dry_run").is_some());
@@ -236,6 +236,30 @@ fn apply_patch_checks_by_default_and_applies_when_asked() {
         let stale = tool_error(&call(&client, "apply_patch", again).await, "EDIT_NO_MATCH");
         assert!(stale["next_action"].as_str().unwrap().contains("hunk 0 "), "{stale}");
         assert_eq!(stack.run(&["read", "/docs/c.md"]).code, 3, "nothing of a failed patch is saved");
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn revert_lists_by_default_and_saves_when_asked() {
+    let stack = Stack::start();
+    let written = stack.ok(&["--json", "write", "/docs/a.md", "--content", "alpha\n"]);
+    let at: u64 = serde_json::from_str::<Value>(&written).unwrap()["revision"].as_str().unwrap().parse().unwrap();
+    stack.ok(&["write", "/docs/a.md", "--content", "beta\n"]);
+    runtime().block_on(async {
+        let client = connect(&stack.addr, &[]).await;
+        let listed = ok(&call(&client, "revert", json!({"path": "/docs", "to_revision": at})).await);
+        assert_eq!(listed["dry_run"], true);
+        assert_eq!(listed["changes"][0]["kind"], "CHANGE_KIND_MODIFIED", "{listed}");
+        assert_eq!(stack.ok(&["read", "/docs/a.md"]), "beta\n");
+        tool_error(
+            &call(&client, "revert", json!({"path": "/docs", "to_revision": at, "apply": true})).await,
+            "INVALID_ARGUMENT",
+        );
+        let apply = json!({"path": "/docs", "to_revision": at, "apply": true, "idempotency_key": "r1"});
+        let applied = ok(&call(&client, "revert", apply).await);
+        assert_eq!(applied["changes"], listed["changes"]);
+        assert_eq!(stack.ok(&["read", "/docs/a.md"]), "alpha\n");
         client.cancel().await.unwrap();
     });
 }

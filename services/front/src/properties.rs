@@ -684,6 +684,7 @@ pub fn check_request_decode(bytes: &[u8]) {
         UploadChunk,
         DownloadRequest,
         DiffRequest,
+        RevertRequest,
         GetContentRequest,
         IndexStatusRequest,
     );

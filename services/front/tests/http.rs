@@ -531,6 +531,7 @@ async fn every_unary_route_answers_as_recorded() {
             json!({"space": space, "idempotencyKey": "p1",
                    "patch": "*** Begin Patch\n*** Update File: docs/a.md\n@@\n alpha\n-gamma\n+delta\n*** End Patch\n"}),
         ),
+        ("fs/revert", json!({"space": space, "path": "/docs", "toRevision": "4", "dryRun": true})),
         ("fs/list_versions", json!({"space": space, "path": "/docs/a.md"})),
         ("fs/diff", json!({"space": space, "path": "/docs/a.md", "fromVersion": "1", "toVersion": "2"})),
         ("fs/resolve", json!({"space": space, "reference": "/docs/a.md"})),

@@ -1,4 +1,4 @@
-//! End-to-end: forking a space.
+//! End-to-end: forking a space, reverting a subtree.
 
 // Tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -164,5 +164,117 @@ on_both_engines! {
         assert_eq!(support::metadata(&status, "field"), "at_revision");
         let status = admin.get_space(pb::GetSpaceRequest { space: "f".into() }).await.unwrap_err();
         assert_error(&status, Code::NotFound, "NOT_FOUND");
+    }
+
+    #[tokio::test]
+    async fn a_revert_makes_a_folder_what_it_was_in_one_revision_and_a_dry_run_lists_the_same() {
+        let front = Front::start().await;
+        front.space("s").await;
+        let mut fs = front.fs().await;
+        fs.write(write_text("s", "/p/a.md", "one\n")).await.unwrap();
+        fs.write(write_text("s", "/p/b.md", "bee\n")).await.unwrap();
+        fs.write(write_text("s", "/p/sub/c.md", "sea\n")).await.unwrap();
+        fs.write(write_text("s", "/q/x.md", "outside\n")).await.unwrap();
+        let at = revision(&front, "s").await;
+        fs.write(write_text("s", "/p/a.md", "two\n")).await.unwrap();
+        let rename = Action::Rename(pb::RenameAction { path: "/p/b.md".into(), new_name: "b2.md".into() });
+        fs.batch(apply_batch("s", vec![rename], "r")).await.unwrap();
+        fs.batch(apply_batch("s", vec![Action::Trash(pb::TrashAction { path: "/p/sub".into() })], "t")).await.unwrap();
+        fs.write(write_text("s", "/p/new.md", "new\n")).await.unwrap();
+        // A newcomer under the old name of a renamed file.
+        fs.write(write_text("s", "/p/b.md", "impostor\n")).await.unwrap();
+        fs.write(write_text("s", "/q/x.md", "outside, changed\n")).await.unwrap();
+        let before = revision(&front, "s").await;
+        let mut watch = fs
+            .watch(pb::WatchRequest { space: "s".into(), path: "/".into(), from_revision: before + 1 })
+            .await
+            .unwrap()
+            .into_inner();
+
+        let request = |dry_run: bool| pb::RevertRequest {
+            space: "s".into(),
+            path: "/p".into(),
+            to_revision: at,
+            dry_run,
+            idempotency_key: if dry_run { String::new() } else { "rv".into() },
+            ..Default::default()
+        };
+        let preview = fs.revert(request(true)).await.unwrap().into_inner();
+        assert_eq!(preview.revision, before, "a dry run saves nothing");
+        assert_eq!(revision(&front, "s").await, before);
+        let applied = fs.revert(request(false)).await.unwrap().into_inner();
+        assert_eq!(applied.revision, before + 1, "one revision");
+        let summary = |r: &pb::RevertResponse| -> Vec<(i32, String, String, u64, u64)> {
+            r.changes.iter().map(|c| (c.kind, c.path.clone(), c.old_path.clone(), c.from_version, c.to_version)).collect()
+        };
+        assert_eq!(summary(&preview), summary(&applied));
+        use pb::ChangeKind as K;
+        let mut kinds: Vec<(i32, &str)> = applied.changes.iter().map(|c| (c.kind, c.path.as_str())).collect();
+        kinds.sort();
+        let mut expected = vec![
+            (K::Modified as i32, "/p/a.md"),
+            (K::Renamed as i32, "/p/b.md"),
+            (K::Trashed as i32, "/p/b.md"),
+            (K::Trashed as i32, "/p/new.md"),
+            (K::Restored as i32, "/p/sub"),
+            (K::Restored as i32, "/p/sub/c.md"),
+        ];
+        expected.sort();
+        assert_eq!(kinds, expected);
+        let modified = applied.changes.iter().find(|c| c.kind == K::Modified as i32).unwrap();
+        assert_eq!((modified.from_version, modified.to_version), (2, 3), "history is kept: a new version");
+
+        // The folder is what it was; outside it nothing changed.
+        let diff = pb::DiffRequest {
+            space: "s".into(),
+            path: "/p".into(),
+            from_revision: at,
+            to_revision: applied.revision,
+            ..Default::default()
+        };
+        assert_eq!(fs.diff(diff).await.unwrap().into_inner().files, []);
+        let a = fs.read(support::read("s", "/p/a.md")).await.unwrap().into_inner();
+        assert_eq!((a.content.as_str(), a.version), ("one\n", 3));
+        assert_eq!(fs.read(support::read("s", "/p/b.md")).await.unwrap().into_inner().content, "bee\n");
+        assert_eq!(fs.read(support::read("s", "/q/x.md")).await.unwrap().into_inner().content, "outside, changed\n");
+
+        // Watchers see each change, tagged with the revert.
+        for _ in 0..applied.changes.len() {
+            let event = tokio::time::timeout(Duration::from_secs(10), watch.message()).await.unwrap().unwrap().unwrap();
+            assert_eq!((event.revision, event.operation.as_str()), (applied.revision, "revert"));
+        }
+
+        // A retry is answered from its receipt; reverting again changes nothing.
+        assert_eq!(fs.revert(request(false)).await.unwrap().into_inner(), applied);
+        let again = pb::RevertRequest { idempotency_key: "rv2".into(), ..request(false) };
+        let again = fs.revert(again).await.unwrap().into_inner();
+        assert_eq!((again.changes.len(), again.revision), (0, applied.revision));
+    }
+
+    #[tokio::test]
+    async fn a_revert_without_a_key_or_to_a_revision_out_of_reach_is_refused() {
+        let front = Front::start().await;
+        front.space("s").await;
+        let mut fs = front.fs().await;
+        fs.write(write_text("s", "/a.md", "1\n")).await.unwrap();
+        let old = revision(&front, "s").await;
+        fs.write(write_text("s", "/a.md", "2\n")).await.unwrap();
+        let request = |to_revision: u64, key: &str| pb::RevertRequest {
+            space: "s".into(),
+            path: "/a.md".into(),
+            to_revision,
+            idempotency_key: key.into(),
+            ..Default::default()
+        };
+        let status = fs.revert(request(old, "")).await.unwrap_err();
+        assert_error(&status, Code::InvalidArgument, "INVALID_ARGUMENT");
+        assert_eq!(support::metadata(&status, "field"), "idempotency_key");
+        let status = fs.revert(request(old + 5, "k")).await.unwrap_err();
+        assert_error(&status, Code::InvalidArgument, "INVALID_ARGUMENT");
+        assert_eq!(support::metadata(&status, "field"), "to_revision");
+        front.admin().await.compact(pb::CompactRequest { space: "s".into(), revision: 0 }).await.unwrap();
+        let status = fs.revert(request(old, "k")).await.unwrap_err();
+        assert_error(&status, Code::FailedPrecondition, "SNAPSHOT_EXPIRED");
+        assert_eq!(fs.read(support::read("s", "/a.md")).await.unwrap().into_inner().content, "2\n");
     }
 }

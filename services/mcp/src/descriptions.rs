@@ -109,3 +109,13 @@ closest line. Deleted files go to the trash. By default (apply: false) nothing c
 file's change and the resulting diff; with apply: true and an idempotency_key (required) every file changes or none \
 does. Returns {files: [{path, new_path, change, previous_version, version, hunks, lines_added, lines_removed}], \
 diff, dry_run, revision}.";
+
+pub const REVERT: &str = "\
+Undo changes: make a file or folder (/ for the whole space) what it was at an earlier revision, as one new \
+revision; history is kept, so a revert can itself be reverted. Files whose content changed get a new version with \
+the old content, renamed or moved files go back to their old paths, trashed files come back, and files created \
+since go to the trash. to_revision is a revision an earlier ls, read, write or edit returned. By default (apply: \
+false) nothing changes and the result lists every change the revert would make; with apply: true and an \
+idempotency_key (required) they are saved together. Returns {changes: [{path, old_path, kind (CHANGE_KIND_MODIFIED, \
+_RENAMED, _MOVED, _RESTORED, _TRASHED, _CREATED, _MKDIR), node_kind, node_id, from_version, to_version}], \
+revision, dry_run}.";

@@ -457,6 +457,37 @@ impl ApplyPatch {
     }
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Revert {
+    /// Space ID or name.
+    pub space: Option<String>,
+    /// The file or folder to revert; `/` for the whole space.
+    pub path: String,
+    /// The revision whose state the path takes: a `revision` an earlier ls, read, write or edit returned.
+    pub to_revision: u64,
+    /// Save the revert as one new revision; false (the default) only lists the changes it would make.
+    /// Applying requires an `idempotency_key`.
+    #[serde(default)]
+    pub apply: bool,
+    /// Any string unique to this intended change; required with `apply`, so that a retry cannot apply twice.
+    #[serde(default)]
+    pub idempotency_key: String,
+}
+
+impl Revert {
+    pub fn request(self, default_space: &str) -> pb::RevertRequest {
+        pb::RevertRequest {
+            space: space(self.space, default_space),
+            path: self.path,
+            to_revision: self.to_revision,
+            dry_run: !self.apply,
+            idempotency_key: self.idempotency_key,
+            ..Default::default()
+        }
+    }
+}
+
 /// One structural action: an object with exactly one key naming the action.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]

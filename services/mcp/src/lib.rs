@@ -1,7 +1,7 @@
 //! The agentvfs tools of the Model Context Protocol, defined once for both
 //! transports: `agentvfs mcp` (stdio, in the CLI) and `/mcp` on the front
 //! (Streamable HTTP). Ten tools — `ls`, `read`, `write`, `edit`, `find`,
-//! `grep`, `search`, `read_many`, `batch` and `apply_patch` — each make one
+//! `grep`, `search`, `read_many`, `batch`, `apply_patch` and `revert` — each make one
 //! call of the `FileSystem` service.
 //!
 //! - Arguments are JSON objects with the snake_case fields of the proto
@@ -210,6 +210,10 @@ impl Server {
                 let request = parse::<inputs::ApplyPatch>(arguments)?.request(space);
                 self.reply(name, "ApplyPatchResponse", fs.apply_patch(self.request(request, http)).await)
             }
+            "revert" => {
+                let request = parse::<inputs::Revert>(arguments)?.request(space);
+                self.reply(name, "RevertResponse", fs.revert(self.request(request, http)).await)
+            }
             _ => Err(error_result(&ToolError::invalid_argument(format!("there is no tool named {name:?}")), None)),
         }
     }
@@ -318,7 +322,7 @@ impl ServerHandler for Server {
     }
 }
 
-/// The ten tools, with input schemas whose `space` defaults to `space`.
+/// The eleven tools, with input schemas whose `space` defaults to `space`.
 fn tools(space: &str) -> Result<Vec<Tool>, Error> {
     use descriptions as d;
     let read_only = || ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false);
@@ -334,6 +338,7 @@ fn tools(space: &str) -> Result<Vec<Tool>, Error> {
         tool::<inputs::ReadMany>("read_many", "Read several files", d::READ_MANY, read_only(), space)?,
         tool::<inputs::Batch>("batch", "Structural changes", d::BATCH, changes(), space)?,
         tool::<inputs::ApplyPatch>("apply_patch", "Apply a patch", d::APPLY_PATCH, changes(), space)?,
+        tool::<inputs::Revert>("revert", "Revert a file or folder", d::REVERT, changes(), space)?,
     ])
 }
 

@@ -55,6 +55,11 @@ pub const NEXT_ACTIONS: &NextActions = &[
     ),
     ("TOO_LARGE", "", "Fix the argument the message names, then call again."),
     ("CURSOR_INVALID", "", "Call again without page_token, with the same arguments on every page."),
+    (
+        "SNAPSHOT_EXPIRED",
+        "revert",
+        "Revision {revision} was compacted away: revert to revision {compactedRevision} or later, or tell the user.",
+    ),
     ("SNAPSHOT_EXPIRED", "", "Call again without page_token; the pinned revision was compacted away."),
     ("NOT_FOUND", "", "Check the path with the ls or find tool; it does not exist or is not visible to you."),
     ("NOT_A_FILE", "", "Use the ls tool for directories; this tool needs a file."),

@@ -1,4 +1,4 @@
-//! `versions`, `diff` and `watch`: a file's or a space's past.
+//! `versions`, `diff`, `watch` and `revert`: a file's or a space's past.
 
 use agentvfs_proto::v1 as pb;
 
@@ -120,11 +120,69 @@ pub async fn watch(ctx: &mut Context, args: WatchArgs) -> Result<(), CliError> {
             ctx.out.message("WatchEvent", &event)?;
             continue;
         }
-        let kind = pb::ChangeKind::try_from(event.kind)
-            .map_or("unknown", |kind| kind.as_str_name().trim_start_matches("CHANGE_KIND_"))
-            .to_ascii_lowercase();
         let from = if event.old_path.is_empty() { String::new() } else { format!(" (from {})", event.old_path) };
-        line(&format!("r{} {kind} {}{from}", event.revision, event.path))?;
+        let by = if event.operation.is_empty() { String::new() } else { format!(" [{}]", event.operation) };
+        line(&format!("r{} {} {}{from}{by}", event.revision, change_kind(event.kind), event.path))?;
     }
     Ok(())
+}
+
+/// A `ChangeKind` as a lowercase word (`modified`, `renamed`, …).
+fn change_kind(kind: i32) -> String {
+    pb::ChangeKind::try_from(kind)
+        .map_or("unknown", |kind| kind.as_str_name().trim_start_matches("CHANGE_KIND_"))
+        .to_ascii_lowercase()
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Example:\n  agentvfs revert /notes --to-revision 12            # preview\n  \
+                        agentvfs revert /notes --to-revision 12 --apply")]
+pub struct RevertArgs {
+    /// The file or folder; `/` for the whole space.
+    path: String,
+    /// The revision whose state PATH takes (`versions` and `watch` print revisions).
+    #[arg(long, value_name = "N", required = true)]
+    to_revision: u64,
+    /// Save the revert as one new revision; without it the changes are only listed.
+    #[arg(long)]
+    apply: bool,
+    /// With --apply: a retry with the same key is applied once (default: a new key).
+    #[arg(long, value_name = "KEY", default_value = "", allow_hyphen_values = true)]
+    idempotency_key: String,
+}
+
+/// Lists (or applies) what a revert of PATH to a revision changes.
+pub async fn revert(ctx: &mut Context, args: RevertArgs) -> Result<(), CliError> {
+    let idempotency_key = match (args.apply, args.idempotency_key.is_empty()) {
+        (true, true) => format!("revert-{}", ulid::Ulid::generate()),
+        _ => args.idempotency_key,
+    };
+    let request = pb::RevertRequest {
+        space: ctx.space.clone(),
+        path: args.path.clone(),
+        to_revision: args.to_revision,
+        dry_run: !args.apply,
+        idempotency_key,
+        ..Default::default()
+    };
+    let response = ctx.client.fs.revert(request).await?.into_inner();
+    if ctx.out.is_json() {
+        return ctx.out.message("RevertResponse", &response);
+    }
+    for change in &response.changes {
+        let from = if change.old_path.is_empty() { String::new() } else { format!(" (from {})", change.old_path) };
+        let versions = match (change.from_version, change.to_version) {
+            (from, to) if from != to && from > 0 => format!(" v{from} -> v{to}"),
+            (0, to) if to > 0 => format!(" v{to}"),
+            _ => String::new(),
+        };
+        line(&format!("{} {}{from}{versions}", change_kind(change.kind), change.path))?;
+    }
+    let count = response.changes.len();
+    let target = format!("{} to revision {}", args.path, args.to_revision);
+    match (args.apply, count) {
+        (_, 0) => line(&format!("{target}: nothing to change")),
+        (true, _) => line(&format!("reverted {target}: {count} changes at revision {}", response.revision)),
+        (false, _) => line(&format!("preview of a revert of {target}: nothing saved (apply with --apply)")),
+    }
 }

@@ -303,6 +303,15 @@ impl FileSystem for Services {
         handler::run_change(&front, &turn, move |front| super::patch::apply_patch(front, &caller, &req)).await
     }
 
+    async fn revert(&self, request: Request<pb::RevertRequest>) -> Result<Response<pb::RevertResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        // Also for replays and unchanged answers: their receipts must be on disk.
+        let turn = req.space.clone();
+        handler::run_change(&front, &turn, move |front| super::revert::revert(front, &caller, &req)).await
+    }
+
     async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<BoxStream<pb::WatchEvent>>, Status> {
         let front = self.front.clone();
         let mut caller = front.caller(&request)?;

@@ -14,6 +14,7 @@ mod idempotency;
 pub mod limits;
 mod patch;
 mod read;
+mod revert;
 mod search;
 mod transfer;
 mod watch;

@@ -114,6 +114,7 @@ fn read(store: &Store, access: &Access, space: SpaceId, next: u64) -> Result<Vec
                     version: change.version,
                     node_kind: convert::kind(change.node_kind),
                     time: convert::timestamp(record.time_ms),
+                    operation: record.operation.clone(),
                 })
                 .collect();
             (revision, events)
@@ -126,7 +127,7 @@ fn visible(event: &pb::WatchEvent, prefix: &SpacePath) -> bool {
     (!event.path.is_empty() && under(&event.path)) || (!event.old_path.is_empty() && under(&event.old_path))
 }
 
-fn kind(kind: ChangeKind) -> pb::ChangeKind {
+pub(super) fn kind(kind: ChangeKind) -> pb::ChangeKind {
     match kind {
         ChangeKind::Created => pb::ChangeKind::Created,
         ChangeKind::Modified => pb::ChangeKind::Modified,

@@ -41,6 +41,8 @@ pub(crate) struct Commit {
     pub changes: Vec<Change>,
     /// The commit creates the space (and claims its name).
     pub creating: bool,
+    /// What made the commit, for watchers (see [`RevisionRecord::operation`]).
+    pub operation: &'static str,
     /// A new list of registered functions, when it changes.
     pub functions: Option<Vec<Function>>,
     /// Records deleted for good (permanent removal).
@@ -104,6 +106,7 @@ impl Commit {
             version_index: BTreeMap::new(),
             changes: Vec::new(),
             creating: false,
+            operation: "",
             functions: None,
             purge: Vec::new(),
             trash: Vec::new(),
@@ -513,6 +516,7 @@ impl Prepared {
                 time_ms: commit.time_ms,
                 principal: commit.principal.clone(),
                 changes: commit.changes.clone(),
+                operation: commit.operation.to_owned(),
             }),
             trash_values: commit.trash.iter().map(|(key, record)| (key.clone(), record.as_ref().map(encode))).collect(),
             receipt_value: commit.receipt.as_ref().map(|(key, receipt)| (*key, encode(receipt))),

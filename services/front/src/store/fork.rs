@@ -249,6 +249,7 @@ impl Store {
             time_ms: space.created_ms,
             principal: new.owner.clone(),
             changes: copied.changes,
+            operation: "fork".to_owned(),
         });
         let receipt = receipt.as_ref().map(|receipt| {
             let (key, receipt) = receipt.seal(&space);

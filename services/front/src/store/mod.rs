@@ -24,6 +24,7 @@ pub mod keys;
 mod outbox;
 mod receipt;
 pub mod records;
+mod revert;
 mod snapshot;
 mod spaces;
 mod structure;
@@ -47,6 +48,7 @@ pub use records::{
     ChangeKind, Entry, ForkOrigin, Hash, IndexJob, IndexOp, Kind, NodeRecord, Quota, Receipt, Role, SpaceRecord, Usage,
     VersionRecord,
 };
+pub use revert::Reverted;
 pub use snapshot::{ScanOptions, ScanPage};
 pub use spaces::NewSpace;
 pub use write::{Actor, WriteBody, WriteMode, WriteOp, WriteOutcome, not_text, version_conflict};

@@ -316,6 +316,8 @@ pub struct RevisionRecord {
     pub time_ms: i64,
     pub principal: String,
     pub changes: Vec<Change>,
+    /// What made the revision, when a watcher is told (`revert`, `fork`).
+    pub operation: String,
 }
 
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
@@ -357,7 +359,10 @@ impl Record for SpaceRecord {
 impl Record for NodeRecord {}
 impl Record for BlobMeta {}
 impl Record for UploadMarker {}
-impl Record for RevisionRecord {}
+/// `operation: ""`.
+impl Record for RevisionRecord {
+    const APPENDED: &'static [u8] = &[0];
+}
 impl Record for Receipt {}
 impl Record for ClaimRecord {}
 impl Record for SessionRead {}

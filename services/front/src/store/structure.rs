@@ -166,7 +166,7 @@ impl Commit {
         Ok(found.into_iter().collect())
     }
 
-    fn change(&mut self, kind: ChangeKind, path: &SpacePath, old_path: Option<&SpacePath>, entry: &Entry) {
+    pub(super) fn change(&mut self, kind: ChangeKind, path: &SpacePath, old_path: Option<&SpacePath>, entry: &Entry) {
         self.changes.push(Change {
             kind,
             node: entry.node,
@@ -177,7 +177,7 @@ impl Commit {
         });
     }
 
-    fn count_out(&mut self, entry: &Entry) {
+    pub(super) fn count_out(&mut self, entry: &Entry) {
         let usage = &mut self.space.usage;
         match entry.kind {
             Kind::File => {
@@ -188,7 +188,7 @@ impl Commit {
         }
     }
 
-    fn count_in(&mut self, entry: &Entry) {
+    pub(super) fn count_in(&mut self, entry: &Entry) {
         let usage = &mut self.space.usage;
         match entry.kind {
             Kind::File => {
@@ -434,7 +434,7 @@ impl Commit {
     }
 }
 
-fn subtree_too_large(path: &SpacePath, limit: usize) -> Error {
+pub(super) fn subtree_too_large(path: &SpacePath, limit: usize) -> Error {
     Error::new(
         Reason::TooLarge,
         format!("{path} holds more than {limit} entries, the most one change may move, copy, trash or remove."),

@@ -980,13 +980,18 @@ on_both_engines! {
     }
 }
 
-/// Forks, on both engines.
-mod forks {
+/// Forks and reverts, on both engines.
+mod workflows {
     use super::*;
 
     /// Every live path of `space` as of `revision` (latest when `None`), with
     /// what a file holds: (path, kind, bytes).
     fn tree_at(store: &Store, space: SpaceId, revision: Option<u64>) -> Vec<(String, Kind, Vec<u8>)> {
+        try_tree_at(store, space, revision).unwrap()
+    }
+
+    /// [`tree_at`], or the error reading it failed with.
+    fn try_tree_at(store: &Store, space: SpaceId, revision: Option<u64>) -> Result<Vec<(String, Kind, Vec<u8>)>> {
         let revision = revision.unwrap_or_else(|| store.space(space).unwrap().unwrap().revision);
         let root = SpacePath::root();
         let all = |_: &SpacePath, _: &Entry| true;
@@ -1003,14 +1008,14 @@ mod forks {
                 budget: usize::MAX,
                 filter: &all,
             };
-            let page = store.scan(space, &options).unwrap();
+            let page = store.scan(space, &options)?;
             for (path, entry) in page.entries {
-                let bytes = if entry.is_dir() { Vec::new() } else { store.content(entry.hash).unwrap() };
+                let bytes = if entry.is_dir() { Vec::new() } else { store.content(entry.hash)? };
                 out.push((path.to_string(), entry.kind, bytes));
             }
             match page.resume_after {
                 Some(last) => after = Some(last),
-                None => return out,
+                None => return Ok(out),
             }
         }
     }
@@ -1113,6 +1118,149 @@ mod forks {
                 assert!(store.scan_prefix(table, &fork.to_bytes()).next().is_none(), "{table:?} is purged");
             }
             assert!(store.scan_prefix(Table::Meta, keys::PENDING_FORKS).next().is_none());
+        }
+    }
+
+    /// One step of a random history of the subtree `/w` (and of `/o`,
+    /// outside it).
+    #[derive(Debug, Clone)]
+    enum Step {
+        Write { path: usize, content: usize, executable: bool },
+        Trash { path: usize },
+        Move { from: usize, to: usize },
+        Remove { path: usize },
+        Restore { path: usize },
+    }
+
+    const STEP_PATHS: [&str; 9] = ["/w/a", "/w/b", "/w/d", "/w/d/x", "/w/d/y", "/w/e/x", "/w/e", "/o/z", "/o/d"];
+    const STEP_CONTENTS: [&[u8]; 3] = [b"one\n", b"two\n", b"\0bin"];
+
+    fn step() -> impl Strategy<Value = Step> {
+        let path = 0..STEP_PATHS.len();
+        prop_oneof![
+            5 => (path.clone(), 0..STEP_CONTENTS.len(), any::<bool>())
+                .prop_map(|(path, content, executable)| Step::Write { path, content, executable }),
+            2 => path.clone().prop_map(|path| Step::Trash { path }),
+            3 => (path.clone(), path.clone()).prop_map(|(from, to)| Step::Move { from, to }),
+            1 => path.clone().prop_map(|path| Step::Remove { path }),
+            1 => path.prop_map(|path| Step::Restore { path }),
+        ]
+    }
+
+    /// Takes one step; a step the tree refuses (a missing path, a name in
+    /// use) changes nothing.
+    fn take(store: &Store, space: SpaceId, step: &Step) {
+        let at = |i: usize| path(STEP_PATHS[i]);
+        let _ = match step {
+            Step::Write { path: i, content, executable } => store
+                .write(WriteOp {
+                    space,
+                    path: at(*i),
+                    body: WriteBody::Bytes(STEP_CONTENTS[*content].to_vec()),
+                    mode: WriteMode::Overwrite,
+                    expected_version: None,
+                    operation: "write",
+                    executable: Some(*executable),
+                    actor: Actor::default(),
+                    receipt: None,
+                })
+                .map(drop),
+            Step::Trash { path: i } => store.mutate(space, "p", true, |store, c| c.trash(store, &at(*i))).map(drop),
+            Step::Remove { path: i } => store.mutate(space, "p", true, |store, c| c.remove(store, &at(*i))).map(drop),
+            Step::Move { from, to } => store
+                .mutate(space, "p", true, |store, c| {
+                    c.ensure_parents(store, &at(*to))?;
+                    c.relocate(store, &at(*from), &at(*to), ChangeKind::Moved)
+                })
+                .map(drop),
+            Step::Restore { path: i } => match store.trashed_at(space, &at(*i)) {
+                Ok(Some(node)) => store.mutate(space, "p", true, |store, c| c.restore(store, node)).map(drop),
+                other => other.map(drop),
+            },
+        };
+    }
+
+    /// The subtree at `root` of a tree listing.
+    fn below(tree: Vec<(String, Kind, Vec<u8>)>, root: &str) -> Vec<(String, Kind, Vec<u8>)> {
+        let root = path(root);
+        tree.into_iter().filter(|(p, ..)| path(p).starts_with(&root)).collect()
+    }
+
+    /// Executable bits of the files of `/w` now.
+    fn executables(
+        store: &Store,
+        space: SpaceId,
+        tree: &[(String, Kind, Vec<u8>)],
+        revision: Option<u64>,
+    ) -> Vec<bool> {
+        tree.iter()
+            .filter(|(_, kind, _)| *kind == Kind::File)
+            .map(|(p, ..)| store.entry(space, &path(p), revision).unwrap().unwrap().executable)
+            .collect()
+    }
+
+    fn reverts_to(engine: Engine, steps: Vec<Step>, back: usize) -> Result<(), TestCaseError> {
+        let home = Home::new(engine);
+        let store = home.open();
+        let space = store
+            .create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None)
+            .unwrap();
+        let mut revisions = vec![space.revision];
+        for step in &steps {
+            take(&store, space.id, step);
+            revisions.push(store.space(space.id).unwrap().unwrap().revision);
+        }
+        let to = revisions[back % revisions.len()];
+        let removed = steps.iter().any(|s| matches!(s, Step::Remove { .. }));
+        if let Err(error) = try_tree_at(&store, space.id, Some(to)) {
+            // A node moved, then removed for good, leaves its history at
+            // the path it had before the move, without its content.
+            prop_assert!(removed && error.reason == Reason::DataLoss, "{error}");
+            return Ok(());
+        }
+        let outside = below(tree_at(&store, space.id, None), "/o");
+        let plan =
+            |apply: bool| store.mutate(space.id, "p", apply, |store, commit| commit.revert(store, &path("/w"), to));
+        let previewed = match plan(false) {
+            Ok((changes, _)) => changes,
+            // A file of then whose versions went with a removal for good.
+            Err(error) if error.reason == Reason::NotFound => {
+                prop_assert!(removed, "{error}");
+                return Ok(());
+            }
+            Err(error) => return Err(TestCaseError::fail(format!("{error}"))),
+        };
+        let (applied, _) = plan(true).unwrap();
+        let key = |changes: &[Reverted]| -> Vec<_> {
+            changes.iter().map(|c| (c.kind, c.path.clone(), c.old_path.clone(), c.from_version, c.to_version)).collect()
+        };
+        prop_assert_eq!(key(&previewed), key(&applied), "a dry run lists what the revert does");
+        let then = below(tree_at(&store, space.id, Some(to)), "/w");
+        let now = below(tree_at(&store, space.id, None), "/w");
+        prop_assert_eq!(&now, &then, "/w is what it was at revision {}", to);
+        prop_assert_eq!(executables(&store, space.id, &now, None), executables(&store, space.id, &then, Some(to)));
+        prop_assert_eq!(below(tree_at(&store, space.id, None), "/o"), outside, "nothing outside /w changed");
+        // Reverting again changes nothing.
+        let (again, _) = plan(true).unwrap();
+        prop_assert!(again.is_empty(), "{again:?}");
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        #[test]
+        fn a_sled_revert_makes_the_subtree_what_it_was(steps in prop::collection::vec(step(), 1..24), back in 0usize..24) {
+            reverts_to(Engine::Sled, steps, back)?;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+        #[test]
+        fn a_postgres_revert_makes_the_subtree_what_it_was(steps in prop::collection::vec(step(), 1..24), back in 0usize..24) {
+            reverts_to(Engine::Postgres, steps, back)?;
         }
     }
 }

@@ -17,13 +17,14 @@ const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 pub type Service = InterceptedService<Channel, Metadata>;
 
-/// Adds `authorization`, `x-agentvfs-session` and `x-agentvfs-tool-call`
-/// to each request.
+/// Adds `authorization`, `x-agentvfs-session`, `x-agentvfs-tool-call` and
+/// `x-agentvfs-lease` to each request.
 #[derive(Debug, Clone, Default)]
 pub struct Metadata {
     authorization: Option<MetadataValue<Ascii>>,
     session: Option<MetadataValue<Ascii>>,
     tool_call: Option<MetadataValue<Ascii>>,
+    lease: Option<MetadataValue<Ascii>>,
 }
 
 impl Interceptor for Metadata {
@@ -36,6 +37,9 @@ impl Interceptor for Metadata {
         }
         if let Some(value) = &self.tool_call {
             request.metadata_mut().insert("x-agentvfs-tool-call", value.clone());
+        }
+        if let Some(value) = &self.lease {
+            request.metadata_mut().insert("x-agentvfs-lease", value.clone());
         }
         Ok(request)
     }
@@ -50,25 +54,36 @@ pub struct Client {
 impl Client {
     /// Connects lazily, so that an unreachable front surfaces as the first
     /// call's `UNAVAILABLE` status (exit 6) like any other retryable failure.
-    pub fn new(addr: &str, token: Option<&str>, session: Option<&str>) -> Result<Client, CliError> {
-        Self::with_tool_call(addr, token, session, None)
+    /// Every call carries the path lease `lease`, if given.
+    pub fn carrying(
+        addr: &str,
+        token: Option<&str>,
+        session: Option<&str>,
+        lease: Option<&str>,
+    ) -> Result<Client, CliError> {
+        let mut metadata = metadata(token, session, None)?;
+        metadata.lease = lease.map(|id| ascii(id, "--lease")).transpose()?;
+        Ok(Self::over(InterceptedService::new(channel(addr)?, metadata)))
     }
 
-    /// [`Client::new`], with every call made on behalf of `tool_call`.
+    /// [`Client::carrying`] without a lease, every call made on behalf of `tool_call`.
     pub fn with_tool_call(
         addr: &str,
         token: Option<&str>,
         session: Option<&str>,
         tool_call: Option<&str>,
     ) -> Result<Client, CliError> {
-        let service = service_with(addr, token, session, tool_call)?;
+        Ok(Self::over(service_with(addr, token, session, tool_call)?))
+    }
+
+    fn over(service: Service) -> Client {
         let fs = FileSystemClient::new(service.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         let admin = AdminClient::new(service)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        Ok(Client { fs, admin })
+        Client { fs, admin }
     }
 }
 
@@ -84,15 +99,24 @@ fn service_with(
     session: Option<&str>,
     tool_call: Option<&str>,
 ) -> Result<Service, CliError> {
+    Ok(InterceptedService::new(channel(addr)?, metadata(token, session, tool_call)?))
+}
+
+/// A lazily connected channel to `addr`.
+fn channel(addr: &str) -> Result<Channel, CliError> {
     let uri = if addr.contains("://") { addr.to_owned() } else { format!("http://{addr}") };
     let endpoint =
         Endpoint::from_shared(uri).map_err(|error| CliError::Usage(format!("bad --addr {addr:?}: {error}")))?;
-    let metadata = Metadata {
+    Ok(endpoint.connect_lazy())
+}
+
+fn metadata(token: Option<&str>, session: Option<&str>, tool_call: Option<&str>) -> Result<Metadata, CliError> {
+    Ok(Metadata {
         authorization: token.map(|token| ascii(&format!("Bearer {token}"), "--token")).transpose()?,
         session: session.map(|session| ascii(session, "--session")).transpose()?,
         tool_call: tool_call.map(|id| ascii(id, "--tool-call")).transpose()?,
-    };
-    Ok(InterceptedService::new(endpoint.connect_lazy(), metadata))
+        lease: None,
+    })
 }
 
 fn ascii(value: &str, flag: &str) -> Result<MetadataValue<Ascii>, CliError> {

@@ -170,6 +170,12 @@ pub const NEXT_ACTIONS: &NextActions = &[
         "grep",
         "Fix the pattern at the reported position, or add -F (--fixed-strings) to search for it literally.",
     ),
+    (
+        "LEASE_HELD",
+        "",
+        "{holder} leased {path}: wait for it to expire or be released (`agentvfs lease list`), or, if the lease is \
+         yours, pass --lease ID (or AGENTVFS_LEASE).",
+    ),
     ("INVALID_ARGUMENT", "", "Fix the argument the message names and run the command again."),
     ("TOO_LARGE", "", "Fix the argument the message names and run the command again."),
     ("CURSOR_INVALID", "", "Run the command again without --page-token, with the same arguments on every page."),

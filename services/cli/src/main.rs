@@ -107,6 +107,11 @@ struct Global {
     /// Session ID, for read-before-edit tracking.
     #[arg(long, env = "AGENTVFS_SESSION", global = true)]
     session: Option<String>,
+    /// A path lease to carry (from `lease acquire`): changes under the
+    /// leased path are refused to calls that do not carry it (not used by
+    /// `mcp`, whose `lease` tool carries its own, or `mount`).
+    #[arg(long, env = "AGENTVFS_LEASE", value_name = "LEASE_ID", global = true)]
+    lease: Option<String>,
     /// Print each response message as one line of proto JSON.
     #[arg(long, global = true)]
     json: bool,
@@ -146,6 +151,9 @@ enum Command {
     Watch(history::WatchArgs),
     /// Preview (or with --apply, save as one revision) a file or folder as it was at a revision.
     Revert(history::RevertArgs),
+    /// Lease a path so that only calls carrying the lease change it.
+    #[command(subcommand)]
+    Lease(history::LeaseCommand),
     /// Create, list or delete spaces.
     #[command(subcommand)]
     Space(admin::SpaceCommand),
@@ -181,7 +189,7 @@ fn main() -> ExitCode {
         };
     }
     if let Command::Mcp = cli.command {
-        let Global { addr, token, space, session, json } = cli.global;
+        let Global { addr, token, space, session, json, .. } = cli.global;
         return match runtime.block_on(mcp::run(&addr, token.as_deref(), space, session)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
@@ -191,7 +199,7 @@ fn main() -> ExitCode {
         };
     }
     if let Command::Mount(args) = cli.command {
-        let Global { addr, token, space, session, json } = cli.global;
+        let Global { addr, token, space, session, json, .. } = cli.global;
         let mounted = runtime.block_on(mount::run(&addr, token.as_deref(), &space, session.as_deref(), args));
         // A mount still serving files left open past the grace period runs
         // on a blocking thread: exit without waiting for it.
@@ -237,6 +245,7 @@ impl Command {
             Command::Patch(_) => "patch",
             Command::Watch(_) => "watch",
             Command::Revert(_) => "revert",
+            Command::Lease(_) => "lease",
             Command::Space(_) => "space",
             Command::Access(_) => "access",
             Command::Quota(_) => "quota",
@@ -250,7 +259,8 @@ impl Command {
 }
 
 async fn client_command(global: Global, command: Command) -> Result<(), CliError> {
-    let client = Client::new(&global.addr, global.token.as_deref(), global.session.as_deref())?;
+    let client =
+        Client::carrying(&global.addr, global.token.as_deref(), global.session.as_deref(), global.lease.as_deref())?;
     let session = global.session.is_some();
     let mut ctx = Context { client, space: global.space, session, out: Output::new(global.json)? };
     let ctx = &mut ctx;
@@ -271,6 +281,7 @@ async fn client_command(global: Global, command: Command) -> Result<(), CliError
         Command::Patch(args) => patch::patch(ctx, args).await,
         Command::Watch(args) => history::watch(ctx, args).await,
         Command::Revert(args) => history::revert(ctx, args).await,
+        Command::Lease(command) => history::lease(ctx, command).await,
         Command::Space(command) => admin::space(ctx, command).await,
         Command::Access(command) => admin::access(ctx, command).await,
         Command::Quota(command) => admin::quota(ctx, command).await,

@@ -170,6 +170,26 @@ fn revert_previews_then_saves_a_folder_as_it_was() {
 }
 
 #[test]
+fn a_lease_keeps_a_folder_to_the_calls_that_carry_it() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/notes/plan.md", "--content", "a\n"]);
+    let id = stack.ok(&["lease", "acquire", "/notes", "--ttl", "300"]).trim_end().to_owned();
+    assert!(id.starts_with("ls_") && id.len() == 29, "{id}");
+    let refused = stack.run(&["write", "/notes/plan.md", "--content", "b\n"]);
+    assert_eq!(refused.code, 4, "{refused:?}");
+    assert!(refused.stderr.contains("LEASE_HELD") && refused.stderr.contains("--lease ID"), "{}", refused.stderr);
+    assert_eq!(
+        stack.ok(&["--lease", &id, "write", "/notes/plan.md", "--content", "b\n"]),
+        "wrote /notes/plan.md v2 (2 bytes)\n"
+    );
+    assert!(stack.ok(&["lease", "list"]).starts_with(&format!("{id}\t/notes\tdev\tuntil ")));
+    assert!(stack.ok(&["lease", "renew", &id, "--ttl", "600"]).starts_with(&format!("renewed {id} on /notes until ")));
+    assert!(stack.ok(&["lease", "release", &id]).starts_with(&format!("released {id} on /notes")));
+    assert_eq!(stack.ok(&["lease", "list"]), "");
+    stack.ok(&["write", "/notes/plan.md", "--content", "c\n"]);
+}
+
+#[test]
 fn errors_name_the_reason_the_next_step_and_exit_by_class() {
     let stack = Stack::start();
     seed(&stack);

@@ -63,7 +63,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 #[test]
-fn tools_list_names_the_eleven_tools_with_input_schemas() {
+fn tools_list_names_the_thirteen_tools_with_input_schemas() {
     let stack = Stack::start();
     runtime().block_on(async {
         let client = connect(&stack.addr, &["--space", "default"]).await;
@@ -74,7 +74,21 @@ fn tools_list_names_the_eleven_tools_with_input_schemas() {
         names.sort_unstable();
         assert_eq!(
             names,
-            ["apply_patch", "batch", "edit", "find", "grep", "ls", "read", "read_many", "revert", "search", "write"]
+            [
+                "apply_patch",
+                "batch",
+                "edit",
+                "find",
+                "grep",
+                "lease",
+                "ls",
+                "read",
+                "read_many",
+                "release",
+                "revert",
+                "search",
+                "write"
+            ]
         );
         for tool in &tools {
             let schema = &tool.input_schema;
@@ -260,6 +274,27 @@ fn revert_lists_by_default_and_saves_when_asked() {
         let applied = ok(&call(&client, "revert", apply).await);
         assert_eq!(applied["changes"], listed["changes"]);
         assert_eq!(stack.ok(&["read", "/docs/a.md"]), "alpha\n");
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn a_lease_is_carried_by_the_sessions_later_calls_until_released() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/docs/a.md", "--content", "alpha\n"]);
+    runtime().block_on(async {
+        let client = connect(&stack.addr, &[]).await;
+        let lease = ok(&call(&client, "lease", json!({"path": "/docs", "ttl_seconds": 120})).await);
+        assert_eq!((lease["path"].as_str(), lease["holder"].as_str()), (Some("/docs"), Some("dev")), "{lease}");
+        // Another caller is refused; this session's own calls carry the lease.
+        let refused = stack.run(&["write", "/docs/a.md", "--content", "theirs\n"]);
+        assert!(refused.stderr.contains("LEASE_HELD"), "{refused:?}");
+        ok(&call(&client, "write", json!({"path": "/docs/a.md", "content": "ours\n"})).await);
+        let again = ok(&call(&client, "lease", json!({"path": "/docs"})).await);
+        assert_eq!(again["lease_id"], lease["lease_id"], "leasing the same path again renews the lease");
+        let released = ok(&call(&client, "release", json!({})).await);
+        assert_eq!(released["leases"][0]["lease_id"], lease["lease_id"]);
+        stack.ok(&["write", "/docs/a.md", "--content", "theirs\n"]);
         client.cancel().await.unwrap();
     });
 }

@@ -32,6 +32,8 @@ pub struct Caller {
     pub admission: Option<crate::admission::Permit>,
     /// The call's request ID, forwarded to workers.
     pub request_id: Option<String>,
+    /// `x-agentvfs-lease`: the path leases the call carries (IDs, comma-separated).
+    pub leases: Vec<String>,
 }
 
 /// What a call needs in its space.
@@ -142,6 +144,9 @@ impl Authenticator {
             tool_call: header(metadata, "x-agentvfs-tool-call")?,
             admission: None,
             request_id: metadata.get(REQUEST_ID).and_then(|v| v.to_str().ok()).map(str::to_owned),
+            leases: header(metadata, "x-agentvfs-lease")?
+                .map(|ids| ids.split(',').map(|id| id.trim().to_owned()).filter(|id| !id.is_empty()).collect())
+                .unwrap_or_default(),
         })
     }
 }
@@ -169,6 +174,11 @@ fn unauthenticated(message: &str) -> Error {
 }
 
 impl Caller {
+    /// Runs `work` (store work of this call) as carrying the call's leases.
+    pub fn carrying<T>(&self, work: impl FnOnce() -> T) -> T {
+        crate::store::leases::carrying(&self.leases, work)
+    }
+
     /// The caller's role in `space`, if it has one.
     pub fn role(&self, space: &SpaceRecord) -> Option<Role> {
         if self.admin { Some(Role::Owner) } else { space.role_of(&self.principal) }

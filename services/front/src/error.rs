@@ -69,6 +69,7 @@ reasons! {
     SnapshotExpired => "SNAPSHOT_EXPIRED",
     VersionConflict => "VERSION_CONFLICT",
     FileModifiedSinceRead => "FILE_MODIFIED_SINCE_READ",
+    LeaseHeld => "LEASE_HELD",
     IdempotencyRequestInProgress => "IDEMPOTENCY_REQUEST_IN_PROGRESS",
     PermissionDenied => "PERMISSION_DENIED",
     Unauthenticated => "UNAUTHENTICATED",
@@ -105,7 +106,8 @@ impl Reason {
             | IdempotencyKeyReused
             | SnapshotExpired
             | VersionConflict
-            | FileModifiedSinceRead => Code::FailedPrecondition,
+            | FileModifiedSinceRead
+            | LeaseHeld => Code::FailedPrecondition,
             IdempotencyRequestInProgress | TransactionConflict => Code::Aborted,
             PermissionDenied => Code::PermissionDenied,
             Unauthenticated => Code::Unauthenticated,
@@ -122,6 +124,7 @@ impl Reason {
         matches!(
             self,
             IdempotencyRequestInProgress
+                | LeaseHeld
                 | RateLimited
                 | Overloaded
                 | WorkerUnavailable
@@ -158,6 +161,10 @@ impl Reason {
                 "Read the file again, then redo the change against the current version."
             }
             IdempotencyRequestInProgress => "Retry with the same idempotency key shortly.",
+            LeaseHeld => {
+                "Another holder leased this path: retry after the delay in RetryInfo (its expiry), or ask the holder to \
+                 release it; a call that carries the lease (x-agentvfs-lease) may change the path."
+            }
             PermissionDenied => "Ask an owner of the space for a role that allows this call.",
             Unauthenticated => "Send a valid bearer token in the authorization metadata.",
             QuotaExceeded => "Free space by removing files, or ask an owner to raise the quota.",

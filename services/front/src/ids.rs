@@ -1,4 +1,5 @@
-//! Stable identifiers: `sp_` + ULID for spaces, `nd_` + ULID for nodes.
+//! Stable identifiers: `sp_` + ULID for spaces, `nd_` + ULID for nodes,
+//! `ls_` + ULID for path leases.
 //!
 //! Both are stored as 16 big-endian bytes so that keys sort by creation time.
 
@@ -69,6 +70,11 @@ id_type!(
     /// Identifies a file or directory; survives rename and move.
     NodeId,
     "nd_"
+);
+id_type!(
+    /// Identifies a path lease.
+    LeaseId,
+    "ls_"
 );
 
 #[cfg(test)]

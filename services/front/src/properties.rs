@@ -685,6 +685,10 @@ pub fn check_request_decode(bytes: &[u8]) {
         DownloadRequest,
         DiffRequest,
         RevertRequest,
+        AcquireLeaseRequest,
+        RenewLeaseRequest,
+        ReleaseLeaseRequest,
+        ListLeasesRequest,
         GetContentRequest,
         IndexStatusRequest,
     );

@@ -532,6 +532,10 @@ async fn every_unary_route_answers_as_recorded() {
                    "patch": "*** Begin Patch\n*** Update File: docs/a.md\n@@\n alpha\n-gamma\n+delta\n*** End Patch\n"}),
         ),
         ("fs/revert", json!({"space": space, "path": "/docs", "toRevision": "4", "dryRun": true})),
+        ("fs/acquire_lease", json!({"space": space, "path": "/docs", "ttlSeconds": "600"})),
+        ("fs/list_leases", json!({"space": space})),
+        ("fs/renew_lease", json!({"space": space, "leaseId": "{lease}", "ttlSeconds": "900"})),
+        ("fs/release_lease", json!({"space": space, "leaseId": "{lease}"})),
         ("fs/list_versions", json!({"space": space, "path": "/docs/a.md"})),
         ("fs/diff", json!({"space": space, "path": "/docs/a.md", "fromVersion": "1", "toVersion": "2"})),
         ("fs/resolve", json!({"space": space, "reference": "/docs/a.md"})),
@@ -551,9 +555,11 @@ async fn every_unary_route_answers_as_recorded() {
     ];
     let mut recorded = Vec::new();
     let mut trashed = String::new();
+    let mut lease = String::new();
     for (route, template) in calls {
         let path = format!("/api/v1/{route}");
-        let request: Value = serde_json::from_str(&template.to_string().replace("{trashed}", &trashed)).unwrap();
+        let request = template.to_string().replace("{trashed}", &trashed).replace("{lease}", &lease);
+        let request: Value = serde_json::from_str(&request).unwrap();
         // The index follows changes shortly after they are made: a search
         // is recorded once the index has every revision of the space.
         let revision = |reply: &Value, field: &str| reply[field].as_str().and_then(|n| n.parse::<u64>().ok());
@@ -574,6 +580,9 @@ async fn every_unary_route_answers_as_recorded() {
         assert_eq!(status, 200, "{route}: {reply}");
         if route == "fs/batch" {
             trashed = reply["outcomes"][1]["nodeId"].as_str().unwrap().to_owned();
+        }
+        if route == "fs/acquire_lease" {
+            lease = reply["leaseId"].as_str().unwrap().to_owned();
         }
         recorded.push(json!({"route": path, "request": template, "reply": stable(&reply)}));
     }

@@ -125,12 +125,26 @@ async fn an_mcp_client_over_http_lists_reads_edits_after_reading_and_greps_with_
     }
     let client = service.connect(AGENT).await;
 
-    // The same eleven tools as `agentvfs mcp`, from the same definitions.
+    // The same thirteen tools as `agentvfs mcp`, from the same definitions.
     let mut names: Vec<String> = client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.into()).collect();
     names.sort_unstable();
     assert_eq!(
         names,
-        ["apply_patch", "batch", "edit", "find", "grep", "ls", "read", "read_many", "revert", "search", "write"]
+        [
+            "apply_patch",
+            "batch",
+            "edit",
+            "find",
+            "grep",
+            "lease",
+            "ls",
+            "read",
+            "read_many",
+            "release",
+            "revert",
+            "search",
+            "write"
+        ]
     );
 
     // Written over gRPC, so not yet read in this MCP session: the edit is refused.

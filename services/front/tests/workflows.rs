@@ -1,4 +1,4 @@
-//! End-to-end: forking a space, reverting a subtree.
+//! End-to-end: forking a space, reverting a subtree, leasing a path.
 
 // Tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -276,5 +276,97 @@ on_both_engines! {
         let status = fs.revert(request(old, "k")).await.unwrap_err();
         assert_error(&status, Code::FailedPrecondition, "SNAPSHOT_EXPIRED");
         assert_eq!(fs.read(support::read("s", "/a.md")).await.unwrap().into_inner().content, "2\n");
+    }
+
+    #[tokio::test]
+    async fn a_lease_refuses_every_change_without_it_until_released_or_expired_and_survives_a_restart() {
+        let mut front = Front::start().await;
+        front.space("s").await;
+        let mut fs = front.fs().await;
+        fs.write(write_text("s", "/p/a.md", "one\n")).await.unwrap();
+        fs.write(write_text("s", "/p/sub/b.md", "bee\n")).await.unwrap();
+        fs.write(write_text("s", "/elsewhere/c.md", "sea\n")).await.unwrap();
+        let before = revision(&front, "s").await;
+        let acquire = |path: &str, ttl_seconds| pb::AcquireLeaseRequest {
+            space: "s".into(),
+            path: path.into(),
+            ttl_seconds,
+            ..Default::default()
+        };
+        let lease = fs.acquire_lease(acquire("/p", 30)).await.unwrap().into_inner();
+        assert!(lease.lease_id.starts_with("ls_"));
+        assert_eq!((lease.path.as_str(), lease.holder.as_str(), lease.revision), ("/p", "dev", before + 1));
+
+        // Every kind of change to the subtree, without the lease.
+        let held = |status: tonic::Status| {
+            assert_error(&status, Code::FailedPrecondition, "LEASE_HELD");
+            assert_eq!(support::metadata(&status, "holder"), "dev");
+            assert_eq!(support::metadata(&status, "path"), "/p");
+            use tonic_types::StatusExt;
+            let retry = status.get_details_retry_info().expect("RetryInfo until the lease expires");
+            assert!(retry.retry_delay.unwrap() <= Duration::from_secs(30));
+        };
+        held(fs.write(write_text("s", "/p/a.md", "two\n")).await.unwrap_err());
+        held(fs.write(write_text("s", "/p/new.md", "new\n")).await.unwrap_err());
+        let edit = pb::EditRequest {
+            space: "s".into(),
+            path: "/p/a.md".into(),
+            base_version: Some(1),
+            edits: vec![support::replace("one", "uno")],
+            ..Default::default()
+        };
+        held(fs.edit(edit.clone()).await.unwrap_err());
+        let trash = Action::Trash(pb::TrashAction { path: "/p/sub".into() });
+        held(fs.batch(apply_batch("s", vec![trash.clone()], "t1")).await.unwrap_err());
+        let move_in = Action::Move(pb::MoveAction { from: "/elsewhere/c.md".into(), to_folder: "/p".into(), ..Default::default() });
+        held(fs.batch(apply_batch("s", vec![move_in], "m1")).await.unwrap_err());
+        let revert = pb::RevertRequest {
+            space: "s".into(),
+            path: "/p".into(),
+            to_revision: 2,
+            idempotency_key: "rv".into(),
+            ..Default::default()
+        };
+        held(fs.revert(revert).await.unwrap_err());
+        let remove = pb::RemoveRequest { space: "s".into(), path: "/p/sub/b.md".into(), ..Default::default() };
+        held(front.admin().await.remove(remove).await.unwrap_err());
+        // Overlapping leases conflict; reads and changes elsewhere go on.
+        held(fs.acquire_lease(acquire("/p/sub", 30)).await.unwrap_err());
+        held(fs.acquire_lease(acquire("/", 30)).await.unwrap_err());
+        assert_eq!(fs.read(support::read("s", "/p/a.md")).await.unwrap().into_inner().content, "one\n");
+        fs.write(write_text("s", "/elsewhere/d.md", "free\n")).await.unwrap();
+        fs.acquire_lease(acquire("/elsewhere/d.md", 30)).await.unwrap();
+
+        // The holder's calls carry the lease.
+        fn carrying<T>(message: T, lease: &str) -> tonic::Request<T> {
+            let mut request = tonic::Request::new(message);
+            request.metadata_mut().insert("x-agentvfs-lease", lease.parse().unwrap());
+            request
+        }
+        fs.write(carrying(write_text("s", "/p/a.md", "two\n"), &lease.lease_id)).await.unwrap();
+        fs.batch(carrying(apply_batch("s", vec![trash], "t2"), &lease.lease_id)).await.unwrap();
+
+        // It survives a restart, and is listed.
+        front.crash_and_restart().await;
+        let mut fs = front.fs().await;
+        held(fs.write(write_text("s", "/p/a.md", "three\n")).await.unwrap_err());
+        let listed = fs.list_leases(pb::ListLeasesRequest { space: "s".into(), path: "/p/a.md".into() }).await.unwrap();
+        let listed: Vec<_> = listed.into_inner().leases.into_iter().map(|l| l.lease_id).collect();
+        assert_eq!(listed, std::slice::from_ref(&lease.lease_id));
+
+        // Released, the path is free; an expired lease frees it on its own.
+        let release = pb::ReleaseLeaseRequest { space: "s".into(), lease_id: lease.lease_id.clone() };
+        fs.release_lease(release.clone()).await.unwrap();
+        fs.write(write_text("s", "/p/a.md", "three\n")).await.unwrap();
+        assert_error(&fs.release_lease(release).await.unwrap_err(), Code::NotFound, "NOT_FOUND");
+        let short = fs.acquire_lease(acquire("/p", 1)).await.unwrap().into_inner();
+        held(fs.edit(pb::EditRequest { base_version: Some(3), edits: vec![support::replace("three", "four")], ..edit.clone() }).await.unwrap_err());
+        let renew = pb::RenewLeaseRequest { space: "s".into(), lease_id: short.lease_id.clone(), ttl_seconds: 1 };
+        fs.renew_lease(renew.clone()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        fs.edit(pb::EditRequest { base_version: Some(3), edits: vec![support::replace("three", "four")], ..edit }).await.unwrap();
+        assert_error(&fs.renew_lease(renew).await.unwrap_err(), Code::NotFound, "NOT_FOUND");
+        let status = fs.acquire_lease(acquire("/p", 3601)).await.unwrap_err();
+        assert_error(&status, Code::InvalidArgument, "INVALID_ARGUMENT");
     }
 }

@@ -119,3 +119,16 @@ false) nothing changes and the result lists every change the revert would make; 
 idempotency_key (required) they are saved together. Returns {changes: [{path, old_path, kind (CHANGE_KIND_MODIFIED, \
 _RENAMED, _MOVED, _RESTORED, _TRASHED, _CREATED, _MKDIR), node_kind, node_id, from_version, to_version}], \
 revision, dry_run}.";
+
+pub const LEASE: &str = "\
+Lease a file or folder (and everything below it) while you work on it, so that other agents cannot change it: \
+until the lease expires (ttl_seconds, default 300, at most 3600) or you call release, their write, edit, batch, \
+apply_patch and revert calls under the path fail with LEASE_HELD, while yours (every later call of this \
+connection) go ahead. Reading is never blocked. Call lease again on the same path to renew it before it expires. A \
+path under or above another agent's lease cannot be leased (LEASE_HELD, with the holder and when it expires). \
+Returns {lease_id, path, holder, expire_time, acquire_time, revision}.";
+
+pub const RELEASE: &str = "\
+Release path leases taken with the lease tool, so that others may change those paths again: the one named by \
+lease_id, or (by default) every lease this connection holds. Release a lease as soon as the work it protects is \
+done. Returns {leases: [the released leases], revision}.";

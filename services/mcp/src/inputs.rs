@@ -488,6 +488,39 @@ impl Revert {
     }
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Lease {
+    /// Space ID or name.
+    pub space: Option<String>,
+    /// The file or folder; the lease covers everything below it.
+    pub path: String,
+    /// Seconds until the lease expires (1–3600, default 300); call lease again on the same path to renew it.
+    #[serde(default)]
+    pub ttl_seconds: Option<u64>,
+}
+
+impl Lease {
+    pub fn request(self, default_space: &str) -> pb::AcquireLeaseRequest {
+        pb::AcquireLeaseRequest {
+            space: space(self.space, default_space),
+            path: self.path,
+            ttl_seconds: self.ttl_seconds.unwrap_or(300),
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Release {
+    /// Space ID or name.
+    pub space: Option<String>,
+    /// The lease to end; empty (the default) ends every lease this session holds.
+    #[serde(default)]
+    pub lease_id: String,
+}
+
 /// One structural action: an object with exactly one key naming the action.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]

@@ -1,8 +1,8 @@
 //! The agentvfs tools of the Model Context Protocol, defined once for both
 //! transports: `agentvfs mcp` (stdio, in the CLI) and `/mcp` on the front
-//! (Streamable HTTP). Ten tools — `ls`, `read`, `write`, `edit`, `find`,
-//! `grep`, `search`, `read_many`, `batch`, `apply_patch` and `revert` — each make one
-//! call of the `FileSystem` service.
+//! (Streamable HTTP). Thirteen tools — `ls`, `read`, `write`, `edit`,
+//! `find`, `grep`, `search`, `read_many`, `batch`, `apply_patch`, `revert`,
+//! `lease` and `release` — each make one call of the `FileSystem` service.
 //!
 //! - Arguments are JSON objects with the snake_case fields of the proto
 //!   requests (see [`inputs`]); `space` defaults to the server's space.
@@ -22,6 +22,8 @@
 //!   `x-agentvfs-tool-call`, `x-request-id`) go with the call it makes, so
 //!   the front authenticates and authorizes each call as if it came over
 //!   gRPC.
+//! - The path leases that `lease` takes are carried (`x-agentvfs-lease`) by
+//!   every later call of the same MCP session, until `release` ends them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -84,6 +86,10 @@ const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 const FORWARDED: &[&str] =
     &["authorization", "x-agentvfs-session", "x-agentvfs-mode", "x-agentvfs-tool-call", "x-request-id"];
 
+/// The lease header, carrying the leases of the MCP session (and any the
+/// HTTP request names).
+const LEASE: &str = "x-agentvfs-lease";
+
 /// The MCP session of a Streamable HTTP request.
 const MCP_SESSION: &str = "mcp-session-id";
 
@@ -112,6 +118,17 @@ pub struct Server {
     /// Proto descriptors, for printing responses as proto JSON.
     pool: DescriptorPool,
     tools: Arc<Vec<Tool>>,
+    /// Path leases taken with `lease` and not yet released, (ID, space,
+    /// path), by MCP session (`""` on stdio).
+    leases: Arc<std::sync::Mutex<HashMap<String, Vec<Held>>>>,
+}
+
+/// A lease an MCP session holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Held {
+    id: String,
+    space: String,
+    path: String,
 }
 
 /// Proto JSON as agents read it best: the field names they send, numbers as numbers.
@@ -132,7 +149,7 @@ impl Server {
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         let pool = DescriptorPool::decode(agentvfs_proto::FILE_DESCRIPTOR_SET)
             .map_err(|error| Error(format!("cannot load the proto descriptors: {error}")))?;
-        Ok(Server { fs, tools: Arc::new(tools(&space)?), space, session, pool })
+        Ok(Server { fs, tools: Arc::new(tools(&space)?), space, session, pool, leases: Arc::default() })
     }
 
     /// The space of calls whose arguments name none.
@@ -214,6 +231,53 @@ impl Server {
                 let request = parse::<inputs::Revert>(arguments)?.request(space);
                 self.reply(name, "RevertResponse", fs.revert(self.request(request, http)).await)
             }
+            "lease" => {
+                let request = parse::<inputs::Lease>(arguments)?.request(space);
+                // The session's own lease on the path is renewed, not taken again.
+                let held = self.held(http).into_iter().find(|h| h.space == request.space && h.path == request.path);
+                let response = match held {
+                    Some(held) => {
+                        let renew = pb::RenewLeaseRequest {
+                            space: request.space.clone(),
+                            lease_id: held.id,
+                            ttl_seconds: request.ttl_seconds,
+                        };
+                        fs.renew_lease(self.request(renew, http)).await
+                    }
+                    None => fs.acquire_lease(self.request(request.clone(), http)).await,
+                };
+                if let Ok(lease) = &response {
+                    let lease = lease.get_ref();
+                    let held = Held { id: lease.lease_id.clone(), space: request.space, path: lease.path.clone() };
+                    self.hold(http, held);
+                }
+                self.reply(name, "Lease", response)
+            }
+            "release" => {
+                let input = parse::<inputs::Release>(arguments)?;
+                let held = self.held(http);
+                let ids: Vec<Held> = match input.lease_id.as_str() {
+                    "" => held,
+                    id => vec![Held {
+                        id: id.to_owned(),
+                        space: input.space.unwrap_or_else(|| space.to_owned()),
+                        path: String::new(),
+                    }],
+                };
+                let mut released = pb::ListLeasesResponse::default();
+                for lease in ids {
+                    let request = pb::ReleaseLeaseRequest { space: lease.space.clone(), lease_id: lease.id.clone() };
+                    let response = fs.release_lease(self.request(request, http)).await;
+                    let gone = matches!(&response, Err(status) if status.code() == tonic::Code::NotFound);
+                    if response.is_ok() || gone {
+                        self.drop_held(http, &lease.id);
+                    }
+                    let lease = response.map_err(|status| failure(name, &status))?.into_inner();
+                    released.revision = lease.revision;
+                    released.leases.push(lease);
+                }
+                Ok(json_result(self.proto_json("ListLeasesResponse", &released)?, false))
+            }
             _ => Err(error_result(&ToolError::invalid_argument(format!("there is no tool named {name:?}")), None)),
         }
     }
@@ -238,7 +302,44 @@ impl Server {
                 }
             }
         }
+        let mut leases: Vec<String> = self.held(http).into_iter().map(|held| held.id).collect();
+        if let Some(named) = http.and_then(|parts| parts.headers.get(LEASE)).and_then(|value| value.to_str().ok()) {
+            leases.push(named.to_owned());
+        }
+        if let Ok(value) = leases.join(",").parse::<AsciiMetadataValue>()
+            && !leases.is_empty()
+        {
+            metadata.insert(LEASE, value);
+        }
         tonic::Request::from_parts(metadata, tonic::Extensions::default(), message)
+    }
+
+    /// The MCP session a call belongs to (`""` on stdio).
+    fn session_key(http: Option<&http::request::Parts>) -> String {
+        http.and_then(|parts| parts.headers.get(MCP_SESSION))
+            .and_then(|id| id.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The leases the call's MCP session holds.
+    fn held(&self, http: Option<&http::request::Parts>) -> Vec<Held> {
+        let leases = self.leases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        leases.get(&Self::session_key(http)).cloned().unwrap_or_default()
+    }
+
+    fn hold(&self, http: Option<&http::request::Parts>, held: Held) {
+        let mut leases = self.leases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let session = leases.entry(Self::session_key(http)).or_default();
+        session.retain(|other| other.id != held.id);
+        session.push(held);
+    }
+
+    fn drop_held(&self, http: Option<&http::request::Parts>, id: &str) {
+        let mut leases = self.leases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(session) = leases.get_mut(&Self::session_key(http)) {
+            session.retain(|held| held.id != id);
+        }
     }
 
     fn reply<M: prost::Message>(
@@ -322,7 +423,7 @@ impl ServerHandler for Server {
     }
 }
 
-/// The eleven tools, with input schemas whose `space` defaults to `space`.
+/// The thirteen tools, with input schemas whose `space` defaults to `space`.
 fn tools(space: &str) -> Result<Vec<Tool>, Error> {
     use descriptions as d;
     let read_only = || ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false);
@@ -339,6 +440,8 @@ fn tools(space: &str) -> Result<Vec<Tool>, Error> {
         tool::<inputs::Batch>("batch", "Structural changes", d::BATCH, changes(), space)?,
         tool::<inputs::ApplyPatch>("apply_patch", "Apply a patch", d::APPLY_PATCH, changes(), space)?,
         tool::<inputs::Revert>("revert", "Revert a file or folder", d::REVERT, changes(), space)?,
+        tool::<inputs::Lease>("lease", "Lease a path", d::LEASE, changes(), space)?,
+        tool::<inputs::Release>("release", "Release leases", d::RELEASE, changes(), space)?,
     ])
 }
 

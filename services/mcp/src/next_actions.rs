@@ -36,6 +36,12 @@ pub const NEXT_ACTIONS: &NextActions = &[
     ("VERSION_CONFLICT", "", "Call read on {path} again, then redo the change against version {currentVersion}."),
     ("FILE_MODIFIED_SINCE_READ", "", "Call read on {path} again, then redo the edit against what it returns."),
     (
+        "LEASE_HELD",
+        "",
+        "{holder} holds a lease on {path} until {expiresAt} (ms since the epoch): work elsewhere, or wait and call \
+         again after it expires.",
+    ),
+    (
         "EDIT_NO_MATCH",
         "apply_patch",
         "Call read on {path} again and write hunk {hunk} with its context and removed lines exactly as they appear.",

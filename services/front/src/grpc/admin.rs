@@ -362,7 +362,7 @@ impl Services {
             let space = front.space(&caller, req.space(), Need::Admin)?;
             let scope = space.id.to_string();
             idempotency::run(front, &caller, &scope, method, req.key(), fingerprint, |claim| {
-                op(&front.store, &caller, &space, &req, claim)
+                caller.carrying(|| op(&front.store, &caller, &space, &req, claim))
             })
         })
         .await

@@ -167,10 +167,10 @@ impl FileSystem for Services {
         let caller = front.caller(&request)?;
         let req = request.into_inner();
         if req.dry_run {
-            handler::run(&front, move |front| edit::edit(front, &caller, req)).await
+            handler::run(&front, move |front| caller.carrying(|| edit::edit(front, &caller, req))).await
         } else {
             let turn = req.space.clone();
-            handler::run_change(&front, &turn, move |front| edit::edit(front, &caller, req)).await
+            handler::run_change(&front, &turn, move |front| caller.carrying(|| edit::edit(front, &caller, req))).await
         }
     }
 
@@ -200,7 +200,10 @@ impl FileSystem for Services {
         let limit = front.store.limits().max_file_bytes;
         let received = transfer::receive_data(&front.store, &mut stream, &header, limit).await?;
         let turn = header.space.clone();
-        handler::run_change(&front, &turn, move |front| transfer::store_upload(front, &caller, header, received)).await
+        handler::run_change(&front, &turn, move |front| {
+            caller.carrying(|| transfer::store_upload(front, &caller, header, received))
+        })
+        .await
     }
 
     async fn download(
@@ -249,34 +252,36 @@ impl FileSystem for Services {
         // original change may not be on disk yet.
         let turn = space.clone();
         handler::run_change(&front, &turn, move |front| {
-            let target = front.target(&caller, &space, &path, &base, "path", Need::Write)?;
-            let space_id = target.space.id.to_string();
-            idempotency::run(front, &caller, &space_id, "Write", &key, fingerprint, |claim| {
-                let response_path = target.path.clone();
-                let outcome = front.store.write(WriteOp {
-                    space: target.space.id,
-                    path: target.path,
-                    body,
-                    mode,
-                    expected_version,
-                    executable,
-                    operation: match mode {
-                        WriteMode::Append => "append",
-                        WriteMode::CreateNew => "create",
-                        WriteMode::Overwrite => "write",
-                    },
-                    actor: Actor {
-                        principal: caller.principal.clone(),
-                        tool_call: caller.tool_call.clone(),
-                        idempotency_key: non_empty(key.clone()),
-                    },
-                    receipt: claim.map(|c| {
-                        let path = response_path.clone();
-                        c.receipt(move |outcome| write_response(&path, outcome))
-                    }),
-                })?;
-                upsert_session(front, &caller, outcome.node, outcome.version);
-                Ok(write_response(&response_path, &outcome))
+            caller.carrying(|| {
+                let target = front.target(&caller, &space, &path, &base, "path", Need::Write)?;
+                let space_id = target.space.id.to_string();
+                idempotency::run(front, &caller, &space_id, "Write", &key, fingerprint, |claim| {
+                    let response_path = target.path.clone();
+                    let outcome = front.store.write(WriteOp {
+                        space: target.space.id,
+                        path: target.path,
+                        body,
+                        mode,
+                        expected_version,
+                        executable,
+                        operation: match mode {
+                            WriteMode::Append => "append",
+                            WriteMode::CreateNew => "create",
+                            WriteMode::Overwrite => "write",
+                        },
+                        actor: Actor {
+                            principal: caller.principal.clone(),
+                            tool_call: caller.tool_call.clone(),
+                            idempotency_key: non_empty(key.clone()),
+                        },
+                        receipt: claim.map(|c| {
+                            let path = response_path.clone();
+                            c.receipt(move |outcome| write_response(&path, outcome))
+                        }),
+                    })?;
+                    upsert_session(front, &caller, outcome.node, outcome.version);
+                    Ok(write_response(&response_path, &outcome))
+                })
             })
         })
         .await
@@ -288,7 +293,8 @@ impl FileSystem for Services {
         let req = request.into_inner();
         // Also for replays and kept failures: their receipts must be on disk.
         let turn = req.space.clone();
-        handler::run_change(&front, &turn, move |front| super::batch::batch(front, &caller, &req)).await
+        handler::run_change(&front, &turn, move |front| caller.carrying(|| super::batch::batch(front, &caller, &req)))
+            .await
     }
 
     async fn apply_patch(
@@ -300,7 +306,10 @@ impl FileSystem for Services {
         let req = request.into_inner();
         // Also for replays and unchanged answers: their receipts must be on disk.
         let turn = req.space.clone();
-        handler::run_change(&front, &turn, move |front| super::patch::apply_patch(front, &caller, &req)).await
+        handler::run_change(&front, &turn, move |front| {
+            caller.carrying(|| super::patch::apply_patch(front, &caller, &req))
+        })
+        .await
     }
 
     async fn revert(&self, request: Request<pb::RevertRequest>) -> Result<Response<pb::RevertResponse>, Status> {
@@ -309,7 +318,39 @@ impl FileSystem for Services {
         let req = request.into_inner();
         // Also for replays and unchanged answers: their receipts must be on disk.
         let turn = req.space.clone();
-        handler::run_change(&front, &turn, move |front| super::revert::revert(front, &caller, &req)).await
+        handler::run_change(&front, &turn, move |front| caller.carrying(|| super::revert::revert(front, &caller, &req)))
+            .await
+    }
+
+    async fn acquire_lease(&self, request: Request<pb::AcquireLeaseRequest>) -> Result<Response<pb::Lease>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        handler::run_change(&front, &req.space.clone(), move |front| super::leases::acquire(front, &caller, &req)).await
+    }
+
+    async fn renew_lease(&self, request: Request<pb::RenewLeaseRequest>) -> Result<Response<pb::Lease>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        handler::run_change(&front, &req.space.clone(), move |front| super::leases::renew(front, &caller, &req)).await
+    }
+
+    async fn release_lease(&self, request: Request<pb::ReleaseLeaseRequest>) -> Result<Response<pb::Lease>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        handler::run_change(&front, &req.space.clone(), move |front| super::leases::release(front, &caller, &req)).await
+    }
+
+    async fn list_leases(
+        &self,
+        request: Request<pb::ListLeasesRequest>,
+    ) -> Result<Response<pb::ListLeasesResponse>, Status> {
+        let front = self.front.clone();
+        let caller = front.caller(&request)?;
+        let req = request.into_inner();
+        handler::run(&front, move |front| super::leases::list(front, &caller, &req)).await
     }
 
     async fn watch(&self, request: Request<pb::WatchRequest>) -> Result<Response<BoxStream<pb::WatchEvent>>, Status> {

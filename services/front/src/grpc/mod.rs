@@ -11,6 +11,7 @@ mod edit;
 mod filesystem;
 mod handler;
 mod idempotency;
+mod leases;
 pub mod limits;
 mod patch;
 mod read;

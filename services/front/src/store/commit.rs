@@ -43,6 +43,8 @@ pub(crate) struct Commit {
     pub creating: bool,
     /// What made the commit, for watchers (see [`RevisionRecord::operation`]).
     pub operation: &'static str,
+    /// The leases the call that plans the commit carries (see [`super::leases`]).
+    pub carried: Vec<String>,
     /// A new list of registered functions, when it changes.
     pub functions: Option<Vec<Function>>,
     /// Records deleted for good (permanent removal).
@@ -107,6 +109,7 @@ impl Commit {
             changes: Vec::new(),
             creating: false,
             operation: "",
+            carried: super::leases::carried(),
             functions: None,
             purge: Vec::new(),
             trash: Vec::new(),
@@ -320,6 +323,9 @@ impl Store {
             })
             .sum();
         self.check_room(incoming, released)?;
+        for commit in commits {
+            commit.check_leases()?;
+        }
         let prepared: Vec<Prepared> =
             commits.iter().map(|commit| Prepared::new(commit, self.gate(commit.space.id))).collect();
         // Large new content goes in first, outside the transaction.

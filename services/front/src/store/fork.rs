@@ -243,6 +243,7 @@ impl Store {
             access: vec![(new.owner.clone(), super::records::Role::Owner)],
             compacted_revision: 0,
             forked_from: Some(ForkOrigin { space: source.id, revision }),
+            leases: Vec::new(),
         };
         let functions = self.get(Table::Spaces, &keys::functions(source.id))?;
         let revlog = encode(&RevisionRecord {

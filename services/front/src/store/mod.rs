@@ -21,6 +21,7 @@ mod fronts;
 mod generate;
 mod history;
 pub mod keys;
+pub mod leases;
 mod outbox;
 mod receipt;
 pub mod records;
@@ -45,8 +46,8 @@ pub use generate::Generated;
 pub use history::{Compacted, expired};
 pub use receipt::ReceiptPlan;
 pub use records::{
-    ChangeKind, Entry, ForkOrigin, Hash, IndexJob, IndexOp, Kind, NodeRecord, Quota, Receipt, Role, SpaceRecord, Usage,
-    VersionRecord,
+    ChangeKind, Entry, ForkOrigin, Hash, IndexJob, IndexOp, Kind, LeaseRecord, NodeRecord, Quota, Receipt, Role,
+    SpaceRecord, Usage, VersionRecord,
 };
 pub use revert::Reverted;
 pub use snapshot::{ScanOptions, ScanPage};

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::error::{Error, Reason, Result};
-use crate::ids::{NodeId, SpaceId};
+use crate::ids::{LeaseId, NodeId, SpaceId};
 use crate::text::TextMeta;
 
 /// A BLAKE3 content hash.
@@ -73,6 +73,20 @@ pub struct SpaceRecord {
     pub compacted_revision: u64,
     /// The space and revision this space was forked from.
     pub forked_from: Option<ForkOrigin>,
+    /// Path leases, expired ones included until a lease change prunes them.
+    pub leases: Vec<LeaseRecord>,
+}
+
+/// A path lease: while it has not expired, changes to its path's subtree
+/// by calls that do not carry it are refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    pub id: LeaseId,
+    pub path: String,
+    /// The principal that acquired it.
+    pub holder: String,
+    pub acquired_ms: i64,
+    pub expires_ms: i64,
 }
 
 /// Where a forked space's tree came from.
@@ -352,9 +366,9 @@ impl Record for TrashRecord {
     const APPENDED: &'static [u8] = &[0, 0];
 }
 
-/// `forked_from: None`.
+/// `forked_from: None`, `leases: []`.
 impl Record for SpaceRecord {
-    const APPENDED: &'static [u8] = &[0];
+    const APPENDED: &'static [u8] = &[0, 0];
 }
 impl Record for NodeRecord {}
 impl Record for BlobMeta {}
@@ -529,7 +543,7 @@ mod tests {
     }
 
     #[test]
-    fn spaces_written_before_forks_read_as_not_forked_and_forks_keep_their_origin() {
+    fn spaces_written_before_forks_or_leases_read_as_unforked_and_unleased() {
         let space = SpaceRecord {
             id: SpaceId::from_bytes([3; 16]),
             name: "notes".into(),
@@ -540,11 +554,21 @@ mod tests {
             access: vec![("alice".into(), Role::Owner)],
             compacted_revision: 2,
             forked_from: None,
+            leases: Vec::new(),
         };
-        assert_eq!(decode::<SpaceRecord>(&earlier_layout(&space, 1)).unwrap(), space);
+        assert_eq!(decode::<SpaceRecord>(&earlier_layout(&space, 2)).unwrap(), space);
         let fork =
             SpaceRecord { forked_from: Some(ForkOrigin { space: SpaceId::from_bytes([4; 16]), revision: 7 }), ..space };
-        assert_eq!(decode::<SpaceRecord>(&encode(&fork)).unwrap(), fork);
+        assert_eq!(decode::<SpaceRecord>(&earlier_layout(&fork, 1)).unwrap(), fork, "written before leases");
+        let lease = LeaseRecord {
+            id: LeaseId::from_bytes([5; 16]),
+            path: "/docs".into(),
+            holder: "alice".into(),
+            acquired_ms: 1,
+            expires_ms: 2,
+        };
+        let leased = SpaceRecord { leases: vec![lease], ..fork };
+        assert_eq!(decode::<SpaceRecord>(&encode(&leased)).unwrap(), leased);
     }
 
     #[test]

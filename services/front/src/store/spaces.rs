@@ -68,6 +68,7 @@ impl Store {
             access: vec![(new.owner.clone(), Role::Owner)],
             compacted_revision: 0,
             forked_from: None,
+            leases: Vec::new(),
         };
         let _guard = self.lock_space(space.id);
         let mut commit = Commit::new(space.clone(), &new.owner);
@@ -110,7 +111,7 @@ impl Store {
         &self,
         id: SpaceId,
         principal: &str,
-        change: impl Fn(&mut SpaceRecord) -> Result<()>,
+        mut change: impl FnMut(&mut SpaceRecord) -> Result<()>,
         receipt: Option<ReceiptPlan<SpaceRecord>>,
     ) -> Result<SpaceRecord> {
         let (space, _) = self.mutate(id, principal, true, |_, commit| {

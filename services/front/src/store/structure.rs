@@ -61,6 +61,10 @@ impl Store {
         }
         let unchanged: Vec<u64> = befores.iter().map(|b| b.revision).collect();
         if !apply {
+            // A preview says what applying it would say.
+            for commit in &commits {
+                commit.check_leases()?;
+            }
             return Ok((out, unchanged));
         }
         let changed: Vec<bool> =
@@ -116,6 +120,7 @@ impl Commit {
         self.space.access != before.access
             || self.space.quota != before.quota
             || self.space.compacted_revision != before.compacted_revision
+            || self.space.leases != before.leases
     }
 
     /// Whether the commit changes nothing.

@@ -495,6 +495,37 @@ fn the_readme_walkthrough_works_as_written() {
 }
 
 #[test]
+fn the_readme_lease_example_works_as_written() {
+    let stack = Stack::start();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let section = &readme[readme.find("To keep other agents off a folder").unwrap()..];
+    let block = &section[section.find("```sh\n").unwrap() + 6..];
+    let block = &block[..block.find("```").unwrap()];
+    let binaries = std::path::Path::new(env!("CARGO_BIN_EXE_agentvfs")).parent().unwrap();
+    let path = format!("{}:{}", binaries.display(), std::env::var("PATH").unwrap_or_default());
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(format!("set -euo pipefail\n{block}"))
+        .env("PATH", path)
+        .env("AGENTVFS_ADDR", &stack.addr)
+        .env_remove("AGENTVFS_SPACE")
+        .env_remove("AGENTVFS_LEASE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(output.status.success(), "{block}\nfailed: {stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("wrote /notes/plan.md v1") || lines[0].starts_with("created /notes/plan.md v1"),
+        "{stdout}"
+    );
+    assert!(lines[1].starts_with("ls_") && lines[1].contains("\t/notes\tdev\tuntil "), "{stdout}");
+    assert!(lines[2].starts_with("released ls_"), "{stdout}");
+    assert_eq!(stack.ok(&["read", "/notes/plan.md"]), "# Plan\nmine for now\n");
+    assert_eq!(stack.ok(&["lease", "list"]), "");
+}
+
+#[test]
 fn next_actions_name_the_flags_of_the_command() {
     let stack = Stack::start();
     seed(&stack);

@@ -42,7 +42,12 @@
 //! 10. `Admin.ForkSpace` of a space of [`FORK_FILES`] files of 10 KiB each
 //!     (100 MB of content): its time and how much the store grew, against
 //!     one `Batch` copy of the same tree within the space (which shares
-//!     content the same way) and against the content's own size.
+//!     content the same way) and against the content's own size. Then
+//!     `Revert` of that tree after [`REVERTED_FILES`] of its files changed,
+//!     against the sequential `Write`s that changed them.
+//! 11. Durable `Write`s at concurrency 64 while a path lease is held
+//!     elsewhere in the space, against the same without one (alternating,
+//!     two windows each): the cost of checking leases on the write path.
 //!
 //! Rate measurements run for a fixed wall time after a short warm-up and
 //! report calls/s with p50/p99 latency; the file sections time a fixed
@@ -55,7 +60,7 @@
 //! ```
 //!
 //! Sections: `writes`, `reads`, `overhead`, `big-file`, `subtree`, `http`,
-//! `mcp`, `fork`, `patch` (needs this clone's git history), `database` (skipped when PostgreSQL's server does not start here;
+//! `mcp`, `fork`, `leases`, `patch` (needs this clone's git history), `database` (skipped when PostgreSQL's server does not start here;
 //! Debian's `postgresql` package provides it). With
 //! `AGENTVFS_BENCH_FRONT=PATH` the bench runs another build of the front (an
 //! older commit's, for a before/after comparison in one script; `database`
@@ -109,6 +114,8 @@ const SUBTREE_FILES: usize = 20_000;
 /// Files in the space the `fork` section forks, and the bytes of each.
 const FORK_FILES: usize = 10_000;
 const FORK_FILE_BYTES: usize = 10 << 10;
+/// Files of the forked tree changed, then reverted, by the `fork` section.
+const REVERTED_FILES: usize = 1_000;
 /// 1,575 lines of 64 characters plus `\n` is 102,375 bytes: just under
 /// 100 KiB, the file the database section edits.
 const EDIT_LINES: usize = 1_575;
@@ -877,7 +884,50 @@ async fn bench_subtree() -> Subtree {
     Subtree { copy, rename, trash }
 }
 
+/// Windows of writes at c=64 without a lease in the space and with one
+/// held on another path, in the order free, leased, leased, free, twice,
+/// after a window not counted, so that the store's steady growth (which
+/// slows later windows) weighs on both alike.
+async fn bench_leases() -> (Vec<Stats>, Vec<Stats>) {
+    let front = Front::start("group").await;
+    front.create_space().await;
+    let channels = front.channels(MAX_CHANNELS).await;
+    let mut fs = FileSystemClient::new(channels[0].clone());
+    let (mut free, mut leased) = (Vec::new(), Vec::new());
+    // An empty store takes writes faster than any later window: one
+    // window first that is not counted.
+    let warm = drive(&channels, 64, |channel, task, n| write_small(channel, 999, task, n)).await;
+    print_row("(warm-up)", 64, &warm);
+    let mut lease: Option<String> = None;
+    let order = [false, true, true, false, false, true, true, false];
+    for (window, with_lease) in order.into_iter().enumerate() {
+        match (with_lease, lease.take()) {
+            (true, None) => {
+                let acquire = pb::AcquireLeaseRequest {
+                    space: SPACE.into(),
+                    path: "/held".into(),
+                    ttl_seconds: 600,
+                    ..Default::default()
+                };
+                lease = Some(fs.acquire_lease(acquire).await.expect("lease").into_inner().lease_id);
+            }
+            (false, Some(lease_id)) => {
+                fs.release_lease(pb::ReleaseLeaseRequest { space: SPACE.into(), lease_id }).await.expect("release");
+            }
+            (_, held) => lease = held,
+        }
+        let run = 1000 + window;
+        let stats = drive(&channels, 64, move |channel, task, n| write_small(channel, run, task, n)).await;
+        print_row(if with_lease { "lease on /held" } else { "no lease" }, 64, &stats);
+        if with_lease { leased.push(stats) } else { free.push(stats) }
+    }
+    front.stop();
+    (free, leased)
+}
+
 struct Fork {
+    revert_seconds: f64,
+    writes_seconds: f64,
     content_bytes: u64,
     store_before: u64,
     fork_seconds: f64,
@@ -952,8 +1002,36 @@ async fn bench_fork() -> Fork {
     FileSystemClient::new(channels[0].clone()).batch(request).await.expect("copy");
     let copy_seconds = began.elapsed().as_secs_f64();
     let after_copy = dir_bytes(&data);
+    // Change some of the files, then revert the tree to before.
+    let mut admin = AdminClient::new(channels[0].clone());
+    let before = admin.get_space(pb::GetSpaceRequest { space: SPACE.into() }).await.expect("space").into_inner();
+    let mut fs = FileSystemClient::new(channels[0].clone());
+    let began = Instant::now();
+    for n in (0..FORK_FILES).step_by(FORK_FILES / REVERTED_FILES) {
+        let request = pb::WriteRequest {
+            space: SPACE.into(),
+            path: format!("/src/d{}/f{n}.txt", n % 100),
+            body: Some(pb::write_request::Body::Content(format!("changed {n}\n"))),
+            ..Default::default()
+        };
+        fs.write(request).await.expect("write");
+    }
+    let writes_seconds = began.elapsed().as_secs_f64();
+    let request = pb::RevertRequest {
+        space: SPACE.into(),
+        path: "/src".into(),
+        to_revision: before.revision,
+        idempotency_key: "revert".into(),
+        ..Default::default()
+    };
+    let began = Instant::now();
+    let reverted = fs.revert(request).await.expect("revert").into_inner();
+    let revert_seconds = began.elapsed().as_secs_f64();
+    assert_eq!(reverted.changes.len(), REVERTED_FILES, "one new version per changed file");
     front.stop();
     Fork {
+        revert_seconds,
+        writes_seconds,
         content_bytes: (FORK_FILES * FORK_FILE_BYTES) as u64,
         store_before,
         fork_seconds,
@@ -1529,8 +1607,8 @@ fn target_dir() -> PathBuf {
 
 /// The sections to run: those named on the command line, or all of them.
 fn sections() -> Vec<String> {
-    const ALL: [&str; 10] =
-        ["writes", "reads", "overhead", "big-file", "subtree", "fork", "database", "http", "mcp", "patch"];
+    const ALL: [&str; 11] =
+        ["writes", "reads", "overhead", "big-file", "subtree", "fork", "leases", "database", "http", "mcp", "patch"];
     // `cargo bench` passes `--bench`; the rest are section names.
     let named: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     for name in &named {
@@ -1686,6 +1764,9 @@ async fn main() {
         println!("{:<24} {:>9.3} s   store {}", "ForkSpace", fork.fork_seconds, growth(fork.fork_growth));
         println!("{:<24} {:>9.3} s   store {}", "Batch copy (baseline)", fork.copy_seconds, growth(fork.copy_growth));
         println!("{:<24} {:>9.2}x", "fork/copy time", fork.fork_seconds / fork.copy_seconds);
+        println!("{:<24} {:>9.3} s", format!("Revert of {REVERTED_FILES} files"), fork.revert_seconds);
+        println!("{:<24} {:>9.3} s", format!("{REVERTED_FILES} Writes (baseline)"), fork.writes_seconds);
+        println!("{:<24} {:>9.2}x", "revert/writes time", fork.revert_seconds / fork.writes_seconds);
         report.insert(
             "fork".into(),
             json!({
@@ -1696,6 +1777,27 @@ async fn main() {
                 "fork_store_growth_bytes": fork.fork_growth,
                 "copy_seconds": fork.copy_seconds,
                 "copy_store_growth_bytes": fork.copy_growth,
+                "reverted_files": REVERTED_FILES,
+                "revert_seconds": fork.revert_seconds,
+                "writes_seconds": fork.writes_seconds,
+            }),
+        );
+    }
+
+    if runs("leases") {
+        println!();
+        println!("durable writes at c=64 with and without a lease held elsewhere in the space, group front");
+        print_header();
+        let (free, leased) = bench_leases().await;
+        let rate = |runs: &[Stats]| runs.iter().map(Stats::rate).sum::<f64>() / runs.len() as f64;
+        let ratio = rate(&leased) / rate(&free);
+        let result = verdict("leased/free @ c=64", ratio, 0.95);
+        report.insert(
+            "leases".into(),
+            json!({
+                "free_c64": free.iter().map(stats_json).collect::<Vec<_>>(),
+                "leased_c64": leased.iter().map(stats_json).collect::<Vec<_>>(),
+                "leased_vs_free_c64": ratio_json(ratio, 0.95, &result),
             }),
         );
     }

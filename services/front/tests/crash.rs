@@ -6,6 +6,12 @@
 //! the reply, around outbox delivery, around the worker's index commit and
 //! before its acknowledgement) that aborts the process when reached.
 //!
+//! Each task holds a path lease on its folder, taken before the first crash,
+//! and every call of the task carries it; after each cycle a change there
+//! without it must still be refused (leases survive crashes). Meanwhile a
+//! space is forked: a fork that exists afterwards must hold its source's
+//! tree as of the fork's revision, whether or not the call was answered.
+//!
 //! Every call is recorded as ok, failed or unknown. After each cycle the
 //! unknown ones are settled by replaying their keys, then the invariants are
 //! checked: reads saw the latest acknowledged bytes; each file's version
@@ -144,17 +150,24 @@ enum Outcome {
     Unknown,
 }
 
-async fn send(fs: &mut FileSystemClient<Channel>, call: &Call) -> Outcome {
+/// `message` as a call that carries `lease`.
+fn carrying<T>(message: T, lease: &str) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert("x-agentvfs-lease", lease.parse().unwrap());
+    request
+}
+
+async fn send(fs: &mut FileSystemClient<Channel>, call: &Call, lease: &str) -> Outcome {
     let result = match call.clone() {
-        Call::Write(request) => fs.write(request).await.map(|r| {
+        Call::Write(request) => fs.write(carrying(request, lease)).await.map(|r| {
             let r = r.into_inner();
             Outcome::Ok(vec![r.version], r.revision)
         }),
-        Call::Edit(request) => fs.edit(request).await.map(|r| {
+        Call::Edit(request) => fs.edit(carrying(request, lease)).await.map(|r| {
             let r = r.into_inner();
             Outcome::Ok(vec![r.version], r.revision)
         }),
-        Call::Batch(request) => fs.batch(request).await.map(|r| {
+        Call::Batch(request) => fs.batch(carrying(request, lease)).await.map(|r| {
             let r = r.into_inner();
             match r.failed_index {
                 // Refused as a whole: nothing applied.
@@ -186,10 +199,10 @@ async fn send(fs: &mut FileSystemClient<Channel>, call: &Call) -> Outcome {
 /// key on a front that died (a claim lasts that front's lease), which
 /// answers IDEMPOTENCY_REQUEST_IN_PROGRESS until the claim lapses: retried,
 /// as a client does, until it has an answer.
-async fn settle(fs: &mut FileSystemClient<Channel>, call: &Call) -> Outcome {
+async fn settle(fs: &mut FileSystemClient<Channel>, call: &Call, lease: &str) -> Outcome {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        match send(fs, call).await {
+        match send(fs, call, lease).await {
             Outcome::Failed(why) if why.contains("IDEMPOTENCY_REQUEST_IN_PROGRESS") => {
                 assert!(std::time::Instant::now() < deadline, "the key stayed in progress: {why}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -205,6 +218,8 @@ struct Task {
     space: String,
     files: Vec<Option<Latest>>,
     rng: Rng,
+    /// The lease on the task's folder, carried by its every call.
+    lease: String,
 }
 
 impl Task {
@@ -390,7 +405,7 @@ async fn run_task(
             }
             continue;
         };
-        let outcome = send(&mut fs, &planned.call).await;
+        let outcome = send(&mut fs, &planned.call, &task.lease).await;
         let unknown = matches!(outcome, Outcome::Unknown);
         if let Outcome::Ok(versions, _) = &outcome {
             task.applied(&planned, versions);
@@ -467,14 +482,23 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
     for s in 0..SPACES {
         stack.front.space(&format!("s{s}")).await;
     }
-    let mut tasks: Vec<Task> = (0..TASKS)
-        .map(|id| Task {
+    let mut tasks = Vec::new();
+    for id in 0..TASKS {
+        let acquire = pb::AcquireLeaseRequest {
+            space: space(id),
+            path: format!("/t{id}"),
+            ttl_seconds: 3600,
+            ..Default::default()
+        };
+        let lease = stack.front.fs().await.acquire_lease(acquire).await.unwrap().into_inner().lease_id;
+        tasks.push(Task {
             id,
             space: space(id),
             files: vec![None; FILES],
             rng: Rng(seed ^ ((id as u64 + 1) * 0x9e37_79b9)),
-        })
-        .collect();
+            lease,
+        });
+    }
     let mut history = History::default();
     let (mut front_armed, mut worker_armed) = (0, 0);
     // Armed points that fired (the process aborted at the boundary) and
@@ -512,6 +536,20 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
             clients.push(other.fs().await);
         }
         let stop = Arc::new(AtomicBool::new(false));
+        // A fork of one space, made while the nemesis strikes.
+        let fork_name = format!("fork-c{cycle}");
+        let forking = {
+            let (mut admin, source, name) = (stack.front.admin().await, space(cycle), fork_name.clone());
+            tokio::spawn(async move {
+                let request = pb::ForkSpaceRequest {
+                    source,
+                    name,
+                    idempotency_key: format!("fork-{cycle}"),
+                    ..Default::default()
+                };
+                admin.fork_space(request).await
+            })
+        };
         let running: Vec<_> = tasks
             .drain(..)
             .map(|task| {
@@ -595,7 +633,7 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
                 // Replaying the key settles an unknown call: applied once.
                 let outcome = match outcome {
                     Outcome::Unknown => {
-                        let outcome = settle(&mut fs, &planned.call).await;
+                        let outcome = settle(&mut fs, &planned.call, &task.lease).await;
                         match &outcome {
                             Outcome::Ok(versions, _) => task.applied(&planned, versions),
                             Outcome::Unknown => panic!("cycle {cycle}: the replay of {} failed", planned.key),
@@ -615,6 +653,9 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
         tasks.sort_by_key(|t| t.id);
         check_revisions(&stack, &mut history, cycle).await;
         check_chains(&fs, &mut history, Some(&touched), cycle).await;
+        check_lease(&mut fs, &tasks[cycle % TASKS], cycle).await;
+        let forked = forking.await.unwrap();
+        check_fork(&stack, &mut fs, &fork_name, forked, cycle).await;
     }
 
     // Once more, every version of every file from the first, and its bytes.
@@ -651,6 +692,72 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
         history.made.len(),
         history.failed.len(),
     );
+}
+
+/// A change to the task's folder that does not carry its lease is refused:
+/// the lease outlived every crash so far.
+async fn check_lease(fs: &mut FileSystemClient<Channel>, task: &Task, cycle: usize) {
+    let request = pb::WriteRequest {
+        space: task.space.clone(),
+        path: format!("/t{}/intruder.txt", task.id),
+        body: Some(pb::write_request::Body::Content(format!("{MARKER}\nintruder\n"))),
+        ..Default::default()
+    };
+    let status = fs.write(request).await.expect_err("a write without the lease");
+    assert_eq!(reason(&status), "LEASE_HELD", "cycle {cycle}: {status:?}");
+}
+
+/// The entries of `space` as of `at_revision` (0: latest): path, kind and
+/// content hash.
+async fn listing(fs: &mut FileSystemClient<Channel>, space: &str, at_revision: u64) -> Vec<(String, i32, String)> {
+    let mut out = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let request = pb::ListRequest {
+            space: space.into(),
+            path: "/".into(),
+            recursive: true,
+            page_size: 200,
+            page_token,
+            at_revision,
+            ..Default::default()
+        };
+        let page = fs.list(request).await.unwrap().into_inner();
+        out.extend(page.entries.into_iter().map(|e| (e.path, e.kind, e.hash)));
+        if page.next_page_token.is_empty() {
+            return out;
+        }
+        page_token = page.next_page_token;
+    }
+}
+
+/// A fork made during the cycle exists if its call was answered, and then
+/// (answered or not) holds its source's tree as of its revision; it is then
+/// deleted.
+async fn check_fork(
+    stack: &Stack,
+    fs: &mut FileSystemClient<Channel>,
+    name: &str,
+    forked: Result<tonic::Response<pb::Space>, tonic::Status>,
+    cycle: usize,
+) {
+    let mut admin = stack.front.admin().await;
+    let fork = match admin.get_space(pb::GetSpaceRequest { space: name.into() }).await {
+        Ok(fork) => fork.into_inner(),
+        Err(status) => {
+            assert_eq!(status.code(), Code::NotFound, "cycle {cycle}: {status:?}");
+            assert!(forked.is_err(), "cycle {cycle}: the fork {name} was acknowledged but is gone");
+            return;
+        }
+    };
+    if let Ok(answered) = &forked {
+        assert_eq!(answered.get_ref().id, fork.id, "cycle {cycle}");
+    }
+    let origin = fork.forked_from.clone().unwrap();
+    let source = listing(fs, &space(cycle), origin.revision).await;
+    assert_eq!(listing(fs, name, 0).await, source, "cycle {cycle}: the fork {name} differs from its source");
+    let delete = pb::DeleteSpaceRequest { space: name.into(), confirm: name.into(), ..Default::default() };
+    admin.delete_space(delete).await.unwrap();
 }
 
 /// The generation of the background lease in the store at `url`: it grows

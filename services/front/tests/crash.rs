@@ -710,25 +710,7 @@ async fn check_lease(fs: &mut FileSystemClient<Channel>, task: &Task, cycle: usi
 /// The entries of `space` as of `at_revision` (0: latest): path, kind and
 /// content hash.
 async fn listing(fs: &mut FileSystemClient<Channel>, space: &str, at_revision: u64) -> Vec<(String, i32, String)> {
-    let mut out = Vec::new();
-    let mut page_token = String::new();
-    loop {
-        let request = pb::ListRequest {
-            space: space.into(),
-            path: "/".into(),
-            recursive: true,
-            page_size: 200,
-            page_token,
-            at_revision,
-            ..Default::default()
-        };
-        let page = fs.list(request).await.unwrap().into_inner();
-        out.extend(page.entries.into_iter().map(|e| (e.path, e.kind, e.hash)));
-        if page.next_page_token.is_empty() {
-            return out;
-        }
-        page_token = page.next_page_token;
-    }
+    support::tree(fs, space, at_revision).await.into_iter().map(|e| (e.path, e.kind, e.hash)).collect()
 }
 
 /// A fork made during the cycle exists if its call was answered, and then

@@ -14,32 +14,26 @@ use support::{Front, Stack, apply_batch, assert_error, write_bytes, write_text};
 use tonic::Code;
 use tonic::transport::Channel;
 
-/// Every entry of `space` as of `at_revision` (0 = latest), listed page by
-/// page: (path, kind, size, hash, executable, MIME type).
+/// What a fork must copy of each entry of `space` as of `at_revision` (0 =
+/// latest): path, kind, size, hash, executable bit and MIME type.
 async fn tree(
     fs: &mut FileSystemClient<Channel>,
     space: &str,
     at_revision: u64,
 ) -> Vec<(String, i32, u64, String, bool, String)> {
-    let mut out = Vec::new();
-    let mut page_token = String::new();
-    loop {
-        let request = pb::ListRequest {
-            space: space.into(),
-            path: "/".into(),
-            recursive: true,
-            page_size: 7,
-            page_token,
-            at_revision,
-            ..Default::default()
-        };
-        let page = fs.list(request).await.unwrap().into_inner();
-        out.extend(page.entries.into_iter().map(|e| (e.path, e.kind, e.size, e.hash, e.executable, e.mime_type)));
-        if page.next_page_token.is_empty() {
-            return out;
-        }
-        page_token = page.next_page_token;
-    }
+    let entries = support::tree(fs, space, at_revision).await;
+    entries.into_iter().map(|e| (e.path, e.kind, e.size, e.hash, e.executable, e.mime_type)).collect()
+}
+
+/// A space `s` whose `/a.md` has two versions; the revision of the first.
+async fn two_versions() -> (Front, FileSystemClient<Channel>, u64) {
+    let front = Front::start().await;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    fs.write(write_text("s", "/a.md", "1\n")).await.unwrap();
+    let old = revision(&front, "s").await;
+    fs.write(write_text("s", "/a.md", "2\n")).await.unwrap();
+    (front, fs, old)
 }
 
 /// The bytes of `path` in `space` as of `at_revision` (0 = latest).
@@ -142,12 +136,7 @@ on_both_engines! {
 
     #[tokio::test]
     async fn a_fork_below_the_compaction_floor_or_of_an_unknown_space_is_refused() {
-        let front = Front::start().await;
-        front.space("s").await;
-        let mut fs = front.fs().await;
-        fs.write(write_text("s", "/a.md", "1\n")).await.unwrap();
-        let old = revision(&front, "s").await;
-        fs.write(write_text("s", "/a.md", "2\n")).await.unwrap();
+        let (front, _fs, old) = two_versions().await;
         let mut admin = front.admin().await;
         admin.compact(pb::CompactRequest { space: "s".into(), revision: 0 }).await.unwrap();
         let status = admin.fork_space(fork("s", old, "f", "")).await.unwrap_err();
@@ -253,12 +242,7 @@ on_both_engines! {
 
     #[tokio::test]
     async fn a_revert_without_a_key_or_to_a_revision_out_of_reach_is_refused() {
-        let front = Front::start().await;
-        front.space("s").await;
-        let mut fs = front.fs().await;
-        fs.write(write_text("s", "/a.md", "1\n")).await.unwrap();
-        let old = revision(&front, "s").await;
-        fs.write(write_text("s", "/a.md", "2\n")).await.unwrap();
+        let (front, mut fs, old) = two_versions().await;
         let request = |to_revision: u64, key: &str| pb::RevertRequest {
             space: "s".into(),
             path: "/a.md".into(),

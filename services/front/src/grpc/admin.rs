@@ -26,14 +26,7 @@ impl Admin for Services {
     async fn create_space(&self, request: Request<pb::CreateSpaceRequest>) -> Result<Response<pb::Space>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
-        if !caller.admin {
-            return Err(Error::new(Reason::PermissionDenied, "Only administrators can create spaces.").into());
-        }
-        if caller.read_only {
-            return Err(
-                Error::new(Reason::PermissionDenied, "The request is in read-only mode (x-agentvfs-mode).").into()
-            );
-        }
+        may_create_spaces(&caller)?;
         let req = request.into_inner();
         let fingerprint = idempotency::fingerprint(&req.idempotency_key, &req);
         let quota = req.quota.unwrap_or_default();
@@ -55,14 +48,7 @@ impl Admin for Services {
     async fn fork_space(&self, request: Request<pb::ForkSpaceRequest>) -> Result<Response<pb::Space>, Status> {
         let front = self.front.clone();
         let caller = front.caller(&request)?;
-        if !caller.admin {
-            return Err(Error::new(Reason::PermissionDenied, "Only administrators can create spaces.").into());
-        }
-        if caller.read_only {
-            return Err(
-                Error::new(Reason::PermissionDenied, "The request is in read-only mode (x-agentvfs-mode).").into()
-            );
-        }
+        may_create_spaces(&caller)?;
         let req = request.into_inner();
         if req.source.is_empty() {
             return Err(
@@ -367,6 +353,18 @@ impl Services {
         })
         .await
     }
+}
+
+/// Refuses a caller that may not create spaces: only administrators may,
+/// and not in read-only mode.
+fn may_create_spaces(caller: &Caller) -> Result<(), Error> {
+    if !caller.admin {
+        return Err(Error::new(Reason::PermissionDenied, "Only administrators can create spaces."));
+    }
+    if caller.read_only {
+        return Err(Error::new(Reason::PermissionDenied, "The request is in read-only mode (x-agentvfs-mode)."));
+    }
+    Ok(())
 }
 
 /// Changes a space's settings, leaving the receipt of the reply with them.

@@ -27,7 +27,7 @@ use super::records::{
     Change, ChangeKind, Entry, ForkOrigin, Hash, IndexJob, IndexOp, NodeRecord, RevisionRecord, SpaceRecord, Usage,
     VersionRecord, decode, encode, now_ms,
 };
-use super::snapshot::{ScanOptions, entry_at};
+use super::snapshot::{entry_at, walk};
 use super::spaces::{already_exists, validate_name};
 use super::{Store, content, keys};
 use crate::error::{Error, Reason, Result};
@@ -104,23 +104,8 @@ impl Store {
         let root = SpacePath::root();
         let root_entry = entry_at(self, source.id, root.as_str(), revision)?
             .ok_or_else(|| Error::internal("the source space has no root directory"))?;
-        let mut first = Some((root.clone(), root_entry));
-        let mut after: Option<String> = None;
         let mut jobs = 0u32;
-        loop {
-            let all = |_: &SpacePath, _: &Entry| true;
-            let options = ScanOptions {
-                root: &root,
-                revision,
-                recursive: true,
-                after: after.as_deref(),
-                from: None,
-                limit: PAGE,
-                budget: PAGE * 16,
-                filter: &all,
-            };
-            let page = self.scan(source.id, &options)?;
-            let entries: Vec<(SpacePath, Entry)> = first.take().into_iter().chain(page.entries).collect();
+        let mut copy_page = |entries: Vec<(SpacePath, Entry)>| -> Result<()> {
             let version_keys: Vec<Vec<u8>> = entries
                 .iter()
                 .filter(|(_, entry)| !entry.is_dir())
@@ -181,12 +166,12 @@ impl Store {
                 rows.puts.push((Table::History, keys::history(fork, &path, 1), encode(&Some(copy.clone()))));
                 rows.puts.push((Table::Current, keys::current(fork, &path), encode(&copy)));
             }
-            self.write_page(source.id, revision, fork, &rows)?;
-            match page.resume_after {
-                Some(last) => after = Some(last),
-                None => return Ok(copied),
-            }
-        }
+            self.write_page(source.id, revision, fork, &rows)
+        };
+        // The root alone, then every page below it.
+        copy_page(vec![(root.clone(), root_entry)])?;
+        walk(self, source.id, &root, revision, PAGE, &mut copy_page)?;
+        Ok(copied)
     }
 
     /// Writes one page of a fork, holding a reference to each content.

@@ -109,34 +109,23 @@ impl Store {
         holder: &str,
         ttl: Duration,
     ) -> Result<(LeaseRecord, u64)> {
-        let mut acquired = None;
-        let record = self.update_space(
-            space,
-            holder,
-            |space| {
-                let now = now_ms();
-                space.leases.retain(|lease| lease.expires_ms > now);
-                if let Some(lease) = space.leases.iter().find(|lease| {
-                    let leased = SpacePath::from_stored(lease.path.clone());
-                    path.starts_with(&leased) || leased.starts_with(path)
-                }) {
-                    return Err(held(lease, &format!("{path} overlaps a lease")));
-                }
-                let lease = LeaseRecord {
-                    id: LeaseId::generate(),
-                    path: path.to_string(),
-                    holder: holder.to_owned(),
-                    acquired_ms: now,
-                    expires_ms: now + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
-                };
-                space.leases.push(lease.clone());
-                acquired = Some(lease);
-                Ok(())
-            },
-            None,
-        )?;
-        let lease = acquired.ok_or_else(|| Error::internal("a lease was acquired without a record"))?;
-        Ok((lease, record.revision))
+        self.change_leases(space, holder, |leases, now| {
+            if let Some(lease) = leases.iter().find(|lease| {
+                let leased = SpacePath::from_stored(lease.path.clone());
+                path.starts_with(&leased) || leased.starts_with(path)
+            }) {
+                return Err(held(lease, &format!("{path} overlaps a lease")));
+            }
+            let lease = LeaseRecord {
+                id: LeaseId::generate(),
+                path: path.to_string(),
+                holder: holder.to_owned(),
+                acquired_ms: now,
+                expires_ms: expiry(now, ttl),
+            };
+            leases.push(lease.clone());
+            Ok(lease)
+        })
     }
 
     /// Extends `holder`'s lease to `ttl` from now; NOT_FOUND when it expired
@@ -148,26 +137,12 @@ impl Store {
         holder: &str,
         ttl: Duration,
     ) -> Result<(LeaseRecord, u64)> {
-        let mut renewed = None;
-        let record = self.update_space(
-            space,
-            holder,
-            |space| {
-                let now = now_ms();
-                space.leases.retain(|lease| lease.expires_ms > now);
-                let lease = space
-                    .leases
-                    .iter_mut()
-                    .find(|lease| lease.id == id && lease.holder == holder)
-                    .ok_or_else(|| gone(id))?;
-                lease.expires_ms = now + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
-                renewed = Some(lease.clone());
-                Ok(())
-            },
-            None,
-        )?;
-        let lease = renewed.ok_or_else(|| Error::internal("a lease was renewed without a record"))?;
-        Ok((lease, record.revision))
+        self.change_leases(space, holder, |leases, now| {
+            let lease =
+                leases.iter_mut().find(|lease| lease.id == id && lease.holder == holder).ok_or_else(|| gone(id))?;
+            lease.expires_ms = expiry(now, ttl);
+            Ok(lease.clone())
+        })
     }
 
     /// Ends a lease. Its holder may release it; so may `breaker`, an
@@ -179,35 +154,50 @@ impl Store {
         principal: &str,
         breaker: bool,
     ) -> Result<(LeaseRecord, u64)> {
-        let mut released = None;
+        self.change_leases(space, principal, |leases, _| {
+            let at = leases.iter().position(|lease| lease.id == id).ok_or_else(|| gone(id))?;
+            if leases[at].holder != principal && !breaker {
+                return Err(Error::new(
+                    Reason::PermissionDenied,
+                    format!(
+                        "The lease {id} is {}'s; only its holder or an owner of the space may release it.",
+                        leases[at].holder
+                    ),
+                ));
+            }
+            Ok(leases.remove(at))
+        })
+    }
+
+    /// Changes the leases of `space` as one commit, with those that
+    /// expired pruned first; returns the lease `change` returns and the
+    /// space's new revision.
+    fn change_leases(
+        &self,
+        space: SpaceId,
+        principal: &str,
+        mut change: impl FnMut(&mut Vec<LeaseRecord>, i64) -> Result<LeaseRecord>,
+    ) -> Result<(LeaseRecord, u64)> {
+        let mut changed = None;
         let record = self.update_space(
             space,
             principal,
             |space| {
                 let now = now_ms();
-                let at = space
-                    .leases
-                    .iter()
-                    .position(|lease| lease.id == id && lease.expires_ms > now)
-                    .ok_or_else(|| gone(id))?;
-                if space.leases[at].holder != principal && !breaker {
-                    return Err(Error::new(
-                        Reason::PermissionDenied,
-                        format!(
-                            "The lease {id} is {}'s; only its holder or an owner of the space may release it.",
-                            space.leases[at].holder
-                        ),
-                    ));
-                }
-                released = Some(space.leases.remove(at));
                 space.leases.retain(|lease| lease.expires_ms > now);
+                changed = Some(change(&mut space.leases, now)?);
                 Ok(())
             },
             None,
         )?;
-        let lease = released.ok_or_else(|| Error::internal("a lease was released without a record"))?;
+        let lease = changed.ok_or_else(|| Error::internal("a lease change returned no lease"))?;
         Ok((lease, record.revision))
     }
+}
+
+/// `ttl` after `now`, in ms.
+fn expiry(now: i64, ttl: Duration) -> i64 {
+    now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The leases of `space` that have not expired, at or below `path`, or above it.

@@ -17,7 +17,7 @@ use super::commit::{Commit, NewContent, NewVersion};
 use super::engine::Table;
 use super::keys;
 use super::records::{ChangeKind, Entry, Kind, NodeRecord, TrashRecord, VersionRecord, decode};
-use super::snapshot::{ScanOptions, entry_at};
+use super::snapshot::{entry_at, walk};
 use super::{Store, history};
 use crate::error::{Error, Reason, Result};
 use crate::ids::NodeId;
@@ -135,29 +135,14 @@ impl Commit {
         if !is_dir {
             return Ok(out);
         }
-        let all = |_: &SpacePath, _: &Entry| true;
-        let mut after: Option<String> = None;
-        loop {
-            let options = ScanOptions {
-                root,
-                revision,
-                recursive: true,
-                after: after.as_deref(),
-                from: None,
-                limit: limit + 1,
-                budget: usize::MAX,
-                filter: &all,
-            };
-            let page = store.scan(self.space.id, &options)?;
-            out.extend(page.entries);
+        walk(store, self.space.id, root, revision, limit + 1, |entries| {
+            out.extend(entries);
             if out.len() > limit {
                 return Err(super::structure::subtree_too_large(root, limit));
             }
-            match page.resume_after {
-                Some(last) => after = Some(last),
-                None => return Ok(out),
-            }
-        }
+            Ok(())
+        })?;
+        Ok(out)
     }
 
     /// The trash records that hold nodes of the old tree not live in the

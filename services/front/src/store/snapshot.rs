@@ -25,6 +25,40 @@ pub fn entry_at(store: &Store, space: SpaceId, path: &str, revision: u64) -> Res
     }
 }
 
+/// Hands `each` every entry below `root` as of `revision`, in path order,
+/// a page of at most `page` entries at a time.
+pub fn walk(
+    store: &Store,
+    space: SpaceId,
+    root: &SpacePath,
+    revision: u64,
+    page: usize,
+    mut each: impl FnMut(Vec<(SpacePath, Entry)>) -> Result<()>,
+) -> Result<()> {
+    let all = |_: &SpacePath, _: &Entry| true;
+    let mut after: Option<String> = None;
+    loop {
+        let options = ScanOptions {
+            root,
+            revision,
+            recursive: true,
+            after: after.as_deref(),
+            from: None,
+            limit: page,
+            budget: page.saturating_mul(16),
+            filter: &all,
+        };
+        let found = scan(store, space, &options)?;
+        if !found.entries.is_empty() {
+            each(found.entries)?;
+        }
+        match found.resume_after {
+            Some(last) => after = Some(last),
+            None => return Ok(()),
+        }
+    }
+}
+
 /// What one page of a snapshot walk reads.
 pub struct ScanOptions<'a> {
     /// Directory whose descendants are walked (itself excluded).

@@ -993,31 +993,15 @@ mod workflows {
     /// [`tree_at`], or the error reading it failed with.
     fn try_tree_at(store: &Store, space: SpaceId, revision: Option<u64>) -> Result<Vec<(String, Kind, Vec<u8>)>> {
         let revision = revision.unwrap_or_else(|| store.space(space).unwrap().unwrap().revision);
-        let root = SpacePath::root();
-        let all = |_: &SpacePath, _: &Entry| true;
         let mut out = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let options = ScanOptions {
-                root: &root,
-                revision,
-                recursive: true,
-                after: after.as_deref(),
-                from: None,
-                limit: 3,
-                budget: usize::MAX,
-                filter: &all,
-            };
-            let page = store.scan(space, &options)?;
-            for (path, entry) in page.entries {
+        snapshot::walk(store, space, &SpacePath::root(), revision, 3, |entries| {
+            for (path, entry) in entries {
                 let bytes = if entry.is_dir() { Vec::new() } else { store.content(entry.hash)? };
                 out.push((path.to_string(), entry.kind, bytes));
             }
-            match page.resume_after {
-                Some(last) => after = Some(last),
-                None => return Ok(out),
-            }
-        }
+            Ok(())
+        })?;
+        Ok(out)
     }
 
     /// References held on the content with this hash.

@@ -602,6 +602,30 @@ pub fn assert_error(status: &tonic::Status, code: tonic::Code, reason_: &str) {
     assert!(retryable == "true" || retryable == "false", "{status:?}");
 }
 
+/// Every entry of `space` as of `at_revision` (0 = latest), listed a page
+/// at a time.
+pub async fn tree(fs: &mut FileSystemClient<Channel>, space: &str, at_revision: u64) -> Vec<pb::Entry> {
+    let mut out = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let request = pb::ListRequest {
+            space: space.into(),
+            path: "/".into(),
+            recursive: true,
+            page_size: 7,
+            page_token,
+            at_revision,
+            ..Default::default()
+        };
+        let page = fs.list(request).await.unwrap().into_inner();
+        out.extend(page.entries);
+        if page.next_page_token.is_empty() {
+            return out;
+        }
+        page_token = page.next_page_token;
+    }
+}
+
 pub fn write_text(space: &str, path: &str, content: &str) -> pb::WriteRequest {
     pb::WriteRequest {
         space: space.into(),

@@ -280,6 +280,15 @@ on_both_engines! {
         let lease = fs.acquire_lease(acquire("/p", 30)).await.unwrap().into_inner();
         assert!(lease.lease_id.starts_with("ls_"));
         assert_eq!((lease.path.as_str(), lease.holder.as_str(), lease.revision), ("/p", "dev", before + 1));
+        // Watchers of the path see lease changes.
+        let lease_event = async |fs: &mut FileSystemClient<Channel>, from_revision: u64| {
+            let watch = pb::WatchRequest { space: "s".into(), path: "/p".into(), from_revision };
+            let mut events = fs.watch(watch).await.unwrap().into_inner();
+            let event = tokio::time::timeout(Duration::from_secs(10), events.message()).await.unwrap().unwrap().unwrap();
+            (event.kind, event.path, event.lease.unwrap().lease_id)
+        };
+        let acquired = (pb::ChangeKind::LeaseAcquired as i32, "/p".to_owned(), lease.lease_id.clone());
+        assert_eq!(lease_event(&mut fs, lease.revision).await, acquired);
 
         // Every kind of change to the subtree, without the lease.
         let held = |status: tonic::Status| {
@@ -340,7 +349,9 @@ on_both_engines! {
 
         // Released, the path is free; an expired lease frees it on its own.
         let release = pb::ReleaseLeaseRequest { space: "s".into(), lease_id: lease.lease_id.clone() };
-        fs.release_lease(release.clone()).await.unwrap();
+        let released = fs.release_lease(release.clone()).await.unwrap().into_inner();
+        let event = (pb::ChangeKind::LeaseReleased as i32, "/p".to_owned(), lease.lease_id.clone());
+        assert_eq!(lease_event(&mut fs, released.revision).await, event);
         fs.write(write_text("s", "/p/a.md", "three\n")).await.unwrap();
         assert_error(&fs.release_lease(release).await.unwrap_err(), Code::NotFound, "NOT_FOUND");
         let short = fs.acquire_lease(acquire("/p", 1)).await.unwrap().into_inner();

@@ -108,3 +108,15 @@ pub fn space(space: &SpaceRecord) -> pb::Space {
             .map(|origin| pb::ForkOrigin { space_id: origin.space.to_string(), revision: origin.revision }),
     }
 }
+
+/// A path lease, with the space's revision after its last change.
+pub fn lease(lease: &crate::store::LeaseRecord, revision: u64) -> pb::Lease {
+    pb::Lease {
+        lease_id: lease.id.to_string(),
+        path: lease.path.clone(),
+        holder: lease.holder.clone(),
+        expire_time: timestamp(lease.expires_ms),
+        acquire_time: timestamp(lease.acquired_ms),
+        revision,
+    }
+}

@@ -8,14 +8,13 @@ use crate::auth::{Caller, Need};
 use crate::error::{Error, Result};
 use crate::ids::LeaseId;
 use crate::path::SpacePath;
-use crate::store::LeaseRecord;
 use crate::store::leases::{lease_ttl, live_leases};
 
 pub(super) fn acquire(front: &Front, caller: &Caller, req: &pb::AcquireLeaseRequest) -> Result<pb::Lease> {
     let ttl = lease_ttl(req.ttl_seconds)?;
     let target = front.target(caller, &req.space, &req.path, &req.base, "path", Need::Write)?;
     let (lease, revision) = front.store.acquire_path_lease(target.space.id, &target.path, &caller.principal, ttl)?;
-    Ok(lease_message(&lease, revision))
+    Ok(convert::lease(&lease, revision))
 }
 
 pub(super) fn renew(front: &Front, caller: &Caller, req: &pb::RenewLeaseRequest) -> Result<pb::Lease> {
@@ -23,7 +22,7 @@ pub(super) fn renew(front: &Front, caller: &Caller, req: &pb::RenewLeaseRequest)
     let id = lease_id(&req.lease_id)?;
     let space = front.space(caller, &req.space, Need::Write)?;
     let (lease, revision) = front.store.renew_path_lease(space.id, id, &caller.principal, ttl)?;
-    Ok(lease_message(&lease, revision))
+    Ok(convert::lease(&lease, revision))
 }
 
 pub(super) fn release(front: &Front, caller: &Caller, req: &pb::ReleaseLeaseRequest) -> Result<pb::Lease> {
@@ -31,7 +30,7 @@ pub(super) fn release(front: &Front, caller: &Caller, req: &pb::ReleaseLeaseRequ
     let space = front.space(caller, &req.space, Need::Write)?;
     let owner = caller.role(&space) == Some(crate::store::Role::Owner);
     let (lease, revision) = front.store.release_path_lease(space.id, id, &caller.principal, owner)?;
-    Ok(lease_message(&lease, revision))
+    Ok(convert::lease(&lease, revision))
 }
 
 pub(super) fn list(front: &Front, caller: &Caller, req: &pb::ListLeasesRequest) -> Result<pb::ListLeasesResponse> {
@@ -40,7 +39,7 @@ pub(super) fn list(front: &Front, caller: &Caller, req: &pb::ListLeasesRequest) 
         "" => SpacePath::root(),
         path => front.target(caller, &req.space, path, "", "path", Need::Read)?.path,
     };
-    let leases = live_leases(&space, &path).map(|lease| lease_message(lease, space.revision)).collect();
+    let leases = live_leases(&space, &path).map(|lease| convert::lease(lease, space.revision)).collect();
     Ok(pb::ListLeasesResponse { leases, revision: space.revision })
 }
 
@@ -48,15 +47,4 @@ fn lease_id(id: &str) -> Result<LeaseId> {
     id.parse().map_err(|()| {
         Error::invalid_argument("lease_id", format!("{id:?} is not a lease ID (`ls_` and 26 characters)."))
     })
-}
-
-fn lease_message(lease: &LeaseRecord, revision: u64) -> pb::Lease {
-    pb::Lease {
-        lease_id: lease.id.to_string(),
-        path: lease.path.clone(),
-        holder: lease.holder.clone(),
-        expire_time: convert::timestamp(lease.expires_ms),
-        acquire_time: convert::timestamp(lease.acquired_ms),
-        revision,
-    }
 }

@@ -22,7 +22,7 @@ use super::{Front, Target, convert};
 use crate::error::Result;
 use crate::ids::SpaceId;
 use crate::path::SpacePath;
-use crate::store::{ChangeKind, Store, expired};
+use crate::store::{ChangeKind, LeaseChange, Store, expired};
 
 /// Events buffered between the log reader and a slow consumer.
 const BUFFER: usize = 64;
@@ -102,22 +102,32 @@ fn read(store: &Store, access: &Access, space: SpaceId, next: u64) -> Result<Vec
         .into_iter()
         .take_while(|(revision, _)| *revision <= record.revision)
         .map(|(revision, record)| {
-            let events = record
-                .changes
-                .into_iter()
-                .map(|change| pb::WatchEvent {
-                    revision,
-                    kind: kind(change.kind) as i32,
-                    node_id: change.node.to_string(),
-                    path: change.path,
-                    old_path: change.old_path.unwrap_or_default(),
-                    version: change.version,
-                    node_kind: convert::kind(change.node_kind),
-                    time: convert::timestamp(record.time_ms),
-                    operation: record.operation.clone(),
-                })
-                .collect();
-            (revision, events)
+            let time = convert::timestamp(record.time_ms);
+            let changes = record.changes.into_iter().map(|change| pb::WatchEvent {
+                revision,
+                kind: kind(change.kind) as i32,
+                node_id: change.node.to_string(),
+                path: change.path,
+                old_path: change.old_path.unwrap_or_default(),
+                version: change.version,
+                node_kind: convert::kind(change.node_kind),
+                time,
+                operation: record.operation.clone(),
+                lease: None,
+            });
+            let leases = record.leases.into_iter().map(|event| pb::WatchEvent {
+                revision,
+                kind: match event.change {
+                    LeaseChange::Acquired => pb::ChangeKind::LeaseAcquired,
+                    LeaseChange::Renewed => pb::ChangeKind::LeaseRenewed,
+                    LeaseChange::Released => pb::ChangeKind::LeaseReleased,
+                } as i32,
+                path: event.lease.path.clone(),
+                time,
+                lease: Some(convert::lease(&event.lease, revision)),
+                ..Default::default()
+            });
+            (revision, changes.chain(leases).collect())
         })
         .collect())
 }

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use super::engine::{Table, Tx};
 use super::records::{
-    Change, ChangeKind, Entry, Hash, IndexJob, IndexOp, Kind, NodeRecord, Receipt, RevisionRecord, SpaceRecord,
-    TrashRecord, VersionRecord, decode, encode, now_ms,
+    Change, ChangeKind, Entry, Hash, IndexJob, IndexOp, Kind, LeaseEvent, NodeRecord, Receipt, RevisionRecord,
+    SpaceRecord, TrashRecord, VersionRecord, decode, encode, now_ms,
 };
 use super::{Store, content, keys};
 use crate::error::{Error, Reason, Result};
@@ -45,6 +45,8 @@ pub(crate) struct Commit {
     pub operation: &'static str,
     /// The leases the call that plans the commit carries (see [`super::leases`]).
     pub carried: Vec<String>,
+    /// Lease changes, for watchers.
+    pub lease_events: Vec<LeaseEvent>,
     /// A new list of registered functions, when it changes.
     pub functions: Option<Vec<Function>>,
     /// Records deleted for good (permanent removal).
@@ -110,6 +112,7 @@ impl Commit {
             creating: false,
             operation: "",
             carried: super::leases::carried(),
+            lease_events: Vec::new(),
             functions: None,
             purge: Vec::new(),
             trash: Vec::new(),
@@ -523,6 +526,7 @@ impl Prepared {
                 principal: commit.principal.clone(),
                 changes: commit.changes.clone(),
                 operation: commit.operation.to_owned(),
+                leases: commit.lease_events.clone(),
             }),
             trash_values: commit.trash.iter().map(|(key, record)| (key.clone(), record.as_ref().map(encode))).collect(),
             receipt_value: commit.receipt.as_ref().map(|(key, receipt)| (*key, encode(receipt))),

@@ -236,6 +236,7 @@ impl Store {
             principal: new.owner.clone(),
             changes: copied.changes,
             operation: "fork".to_owned(),
+            leases: Vec::new(),
         });
         let receipt = receipt.as_ref().map(|receipt| {
             let (key, receipt) = receipt.seal(&space);

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use super::Store;
 use super::commit::Commit;
-use super::records::{LeaseRecord, SpaceRecord, now_ms};
+use super::records::{LeaseChange, LeaseEvent, LeaseRecord, SpaceRecord, now_ms};
 use crate::error::{Error, Reason, Result};
 use crate::ids::{LeaseId, SpaceId};
 use crate::path::SpacePath;
@@ -124,7 +124,7 @@ impl Store {
                 expires_ms: expiry(now, ttl),
             };
             leases.push(lease.clone());
-            Ok(lease)
+            Ok((lease, LeaseChange::Acquired))
         })
     }
 
@@ -141,7 +141,7 @@ impl Store {
             let lease =
                 leases.iter_mut().find(|lease| lease.id == id && lease.holder == holder).ok_or_else(|| gone(id))?;
             lease.expires_ms = expiry(now, ttl);
-            Ok(lease.clone())
+            Ok((lease.clone(), LeaseChange::Renewed))
         })
     }
 
@@ -165,7 +165,7 @@ impl Store {
                     ),
                 ));
             }
-            Ok(leases.remove(at))
+            Ok((leases.remove(at), LeaseChange::Released))
         })
     }
 
@@ -176,22 +176,15 @@ impl Store {
         &self,
         space: SpaceId,
         principal: &str,
-        mut change: impl FnMut(&mut Vec<LeaseRecord>, i64) -> Result<LeaseRecord>,
+        mut change: impl FnMut(&mut Vec<LeaseRecord>, i64) -> Result<(LeaseRecord, LeaseChange)>,
     ) -> Result<(LeaseRecord, u64)> {
-        let mut changed = None;
-        let record = self.update_space(
-            space,
-            principal,
-            |space| {
-                let now = now_ms();
-                space.leases.retain(|lease| lease.expires_ms > now);
-                changed = Some(change(&mut space.leases, now)?);
-                Ok(())
-            },
-            None,
-        )?;
-        let lease = changed.ok_or_else(|| Error::internal("a lease change returned no lease"))?;
-        Ok((lease, record.revision))
+        self.mutate(space, principal, true, |_, commit| {
+            let now = now_ms();
+            commit.space.leases.retain(|lease| lease.expires_ms > now);
+            let (lease, change) = change(&mut commit.space.leases, now)?;
+            commit.lease_events.push(LeaseEvent { change, lease: lease.clone() });
+            Ok(lease)
+        })
     }
 }
 

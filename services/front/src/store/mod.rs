@@ -46,8 +46,8 @@ pub use generate::Generated;
 pub use history::{Compacted, expired};
 pub use receipt::ReceiptPlan;
 pub use records::{
-    ChangeKind, Entry, ForkOrigin, Hash, IndexJob, IndexOp, Kind, LeaseRecord, NodeRecord, Quota, Receipt, Role,
-    SpaceRecord, Usage, VersionRecord,
+    ChangeKind, Entry, ForkOrigin, Hash, IndexJob, IndexOp, Kind, LeaseChange, LeaseRecord, NodeRecord, Quota, Receipt,
+    Role, SpaceRecord, Usage, VersionRecord,
 };
 pub use revert::Reverted;
 pub use snapshot::{ScanOptions, ScanPage};

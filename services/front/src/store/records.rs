@@ -332,6 +332,23 @@ pub struct RevisionRecord {
     pub changes: Vec<Change>,
     /// What made the revision, when a watcher is told (`revert`, `fork`).
     pub operation: String,
+    /// Path leases taken, renewed or released.
+    pub leases: Vec<LeaseEvent>,
+}
+
+/// A change of a path lease, in the revision log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseEvent {
+    pub change: LeaseChange,
+    /// The lease as the change left it.
+    pub lease: LeaseRecord,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LeaseChange {
+    Acquired,
+    Renewed,
+    Released,
 }
 
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
@@ -373,9 +390,9 @@ impl Record for SpaceRecord {
 impl Record for NodeRecord {}
 impl Record for BlobMeta {}
 impl Record for UploadMarker {}
-/// `operation: ""`.
+/// `operation: ""`, `leases: []`.
 impl Record for RevisionRecord {
-    const APPENDED: &'static [u8] = &[0];
+    const APPENDED: &'static [u8] = &[0, 0];
 }
 impl Record for Receipt {}
 impl Record for ClaimRecord {}
@@ -569,6 +586,39 @@ mod tests {
         };
         let leased = SpaceRecord { leases: vec![lease], ..fork };
         assert_eq!(decode::<SpaceRecord>(&encode(&leased)).unwrap(), leased);
+    }
+
+    #[test]
+    fn revisions_logged_before_operations_and_lease_events_read_without_them() {
+        let change = Change {
+            kind: ChangeKind::Created,
+            node: NodeId::from_bytes([7; 16]),
+            node_kind: Kind::File,
+            path: "/a".into(),
+            old_path: None,
+            version: 1,
+        };
+        let plain = RevisionRecord {
+            time_ms: 1,
+            principal: "alice".into(),
+            changes: vec![change],
+            operation: String::new(),
+            leases: Vec::new(),
+        };
+        assert_eq!(decode::<RevisionRecord>(&earlier_layout(&plain, 2)).unwrap(), plain);
+        let lease = LeaseRecord {
+            id: LeaseId::from_bytes([5; 16]),
+            path: "/a".into(),
+            holder: "alice".into(),
+            acquired_ms: 1,
+            expires_ms: 2,
+        };
+        let leased = RevisionRecord {
+            operation: "revert".into(),
+            leases: vec![LeaseEvent { change: LeaseChange::Released, lease }],
+            ..plain
+        };
+        assert_eq!(decode::<RevisionRecord>(&encode(&leased)).unwrap(), leased);
     }
 
     #[test]

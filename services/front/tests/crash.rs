@@ -1,5 +1,6 @@
 //! Crash loop: client tasks over several spaces write with base versions,
-//! edit, apply batches of 1–20 actions and read, every change under a unique
+//! edit, apply batches of 1–20 actions, revert files to their previous
+//! version and read, every change under a unique
 //! idempotency key, while a nemesis SIGKILLs the front, the worker or both
 //! at random moments, or arms a fault point at a storage boundary (before
 //! the transaction, after commit before the flush, after the flush before
@@ -110,6 +111,10 @@ struct Latest {
     content: String,
     /// The key named in the content's `key` line.
     key: String,
+    /// The revision of the change that made this version.
+    revision: u64,
+    /// The version before, which a revert brings back.
+    previous: Option<Box<Latest>>,
 }
 
 /// A version some call made: `key` wrote `content` to `path` at `revision`.
@@ -129,6 +134,7 @@ enum Call {
     Write(pb::WriteRequest),
     Edit(pb::EditRequest),
     Batch(pb::BatchRequest),
+    Revert(pb::RevertRequest),
 }
 
 /// What a call changes if it succeeds: `(path, expected new content)`.
@@ -140,6 +146,9 @@ struct Planned {
     changes: Vec<(String, String)>,
     /// Meant to fail (a stale base version): it must change nothing.
     stale: bool,
+    /// The key the new content names, when not this call's (a revert
+    /// brings back content an earlier call wrote).
+    named_key: Option<String>,
 }
 
 #[derive(Debug)]
@@ -166,6 +175,10 @@ async fn send(fs: &mut FileSystemClient<Channel>, call: &Call, lease: &str) -> O
         Call::Edit(request) => fs.edit(carrying(request, lease)).await.map(|r| {
             let r = r.into_inner();
             Outcome::Ok(vec![r.version], r.revision)
+        }),
+        Call::Revert(request) => fs.revert(carrying(request, lease)).await.map(|r| {
+            let r = r.into_inner();
+            Outcome::Ok(r.changes.iter().map(|c| c.to_version).collect(), r.revision)
         }),
         Call::Batch(request) => fs.batch(carrying(request, lease)).await.map(|r| {
             let r = r.into_inner();
@@ -232,7 +245,14 @@ impl Task {
         let base = latest.as_ref().map_or(0, |l| l.version);
         let roll = self.rng.below(100);
         let space = self.space.clone();
-        let planned = |call, changes, stale| Planned { call, key: key.clone(), space: space.clone(), changes, stale };
+        let planned = |call, changes, stale| Planned {
+            call,
+            key: key.clone(),
+            space: space.clone(),
+            changes,
+            stale,
+            named_key: None,
+        };
         if roll < 20 {
             return None;
         }
@@ -260,6 +280,23 @@ impl Task {
                 ..Default::default()
             };
             return Some(planned(Call::Edit(request), vec![(path, latest.content.replace(&old, &new))], false));
+        }
+        if roll < 85
+            && let Some(previous) = &latest.previous
+        {
+            // Back to the version before: its content, named by its key.
+            let request = pb::RevertRequest {
+                space: self.space.clone(),
+                path: path.clone(),
+                to_revision: previous.revision,
+                idempotency_key: key.clone(),
+                ..Default::default()
+            };
+            let changes = vec![(path, previous.content.clone())];
+            return Some(Planned {
+                named_key: Some(previous.key.clone()),
+                ..planned(Call::Revert(request), changes, false)
+            });
         }
         if roll < 90 {
             let (actions, changes) = self.batch_actions(&key, false);
@@ -322,10 +359,17 @@ impl Task {
     }
 
     /// Takes in a change that succeeded.
-    fn applied(&mut self, planned: &Planned, versions: &[u64]) {
+    fn applied(&mut self, planned: &Planned, versions: &[u64], revision: u64) {
         for ((path, text), version) in planned.changes.iter().zip(versions) {
             if let Some(index) = (0..FILES).find(|&i| file(self.id, i) == *path) {
-                self.files[index] = Some(Latest { version: *version, content: text.clone(), key: planned.key.clone() });
+                let previous = self.files[index].take().map(Box::new);
+                self.files[index] = Some(Latest {
+                    version: *version,
+                    content: text.clone(),
+                    key: planned.named_key.clone().unwrap_or_else(|| planned.key.clone()),
+                    revision,
+                    previous,
+                });
             }
         }
     }
@@ -343,6 +387,9 @@ struct History {
     /// Per path, versions already checked (each cycle checks newer ones).
     verified: HashMap<FileKey, u64>,
     revisions: BTreeMap<String, u64>,
+    /// Reverts acknowledged, and forks found published after their cycle.
+    reverts: usize,
+    forks: usize,
 }
 
 impl History {
@@ -350,6 +397,7 @@ impl History {
         match outcome {
             Outcome::Ok(versions, revision) => {
                 assert!(!planned.stale, "cycle {cycle}: {} succeeded against a stale version", planned.key);
+                self.reverts += usize::from(matches!(planned.call, Call::Revert(_)));
                 assert_eq!(versions.len(), planned.changes.len(), "cycle {cycle}: {}: versions made", planned.key);
                 for ((path, text), version) in planned.changes.iter().zip(&versions) {
                     self.made.push(Made {
@@ -407,8 +455,8 @@ async fn run_task(
         };
         let outcome = send(&mut fs, &planned.call, &task.lease).await;
         let unknown = matches!(outcome, Outcome::Unknown);
-        if let Outcome::Ok(versions, _) = &outcome {
-            task.applied(&planned, versions);
+        if let Outcome::Ok(versions, revision) = &outcome {
+            task.applied(&planned, versions, *revision);
         }
         done.push((planned, outcome));
         if unknown {
@@ -536,11 +584,22 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
             clients.push(other.fs().await);
         }
         let stop = Arc::new(AtomicBool::new(false));
-        // A fork of one space, made while the nemesis strikes.
+        let running: Vec<_> = tasks
+            .drain(..)
+            .map(|task| {
+                let fs = clients[task.id % clients.len()].clone();
+                tokio::spawn(run_task(fs, task, cycle, stop.clone()))
+            })
+            .collect();
+        let window = Duration::from_millis(50 + rng.next() % 250);
         let fork_name = format!("fork-c{cycle}");
+        // A fork of one space, started at a random moment of the window:
+        // before the nemesis strikes, as it does, or after.
         let forking = {
             let (mut admin, source, name) = (stack.front.admin().await, space(cycle), fork_name.clone());
+            let start = Duration::from_millis(rng.next() % (window.as_millis() as u64 + 100));
             tokio::spawn(async move {
+                tokio::time::sleep(start).await;
                 let request = pb::ForkSpaceRequest {
                     source,
                     name,
@@ -550,14 +609,6 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
                 admin.fork_space(request).await
             })
         };
-        let running: Vec<_> = tasks
-            .drain(..)
-            .map(|task| {
-                let fs = clients[task.id % clients.len()].clone();
-                tokio::spawn(run_task(fs, task, cycle, stop.clone()))
-            })
-            .collect();
-        let window = Duration::from_millis(50 + rng.next() % 250);
         let patience = match armed {
             // On a database, a restarted front feeds the index once the
             // killed one's background lease (1 s) has expired.
@@ -635,7 +686,7 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
                     Outcome::Unknown => {
                         let outcome = settle(&mut fs, &planned.call, &task.lease).await;
                         match &outcome {
-                            Outcome::Ok(versions, _) => task.applied(&planned, versions),
+                            Outcome::Ok(versions, revision) => task.applied(&planned, versions, *revision),
                             Outcome::Unknown => panic!("cycle {cycle}: the replay of {} failed", planned.key),
                             Outcome::Failed(_) => {}
                         }
@@ -655,7 +706,7 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
         check_chains(&fs, &mut history, Some(&touched), cycle).await;
         check_lease(&mut fs, &tasks[cycle % TASKS], cycle).await;
         let forked = forking.await.unwrap();
-        check_fork(&stack, &mut fs, &fork_name, forked, cycle).await;
+        history.forks += usize::from(check_fork(&stack, &mut fs, &fork_name, forked, cycle).await);
     }
 
     // Once more, every version of every file from the first, and its bytes.
@@ -686,11 +737,14 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
     }
     eprintln!(
         "crash loop ({}, fronts: {fronts}): {cycles} cycles (seed {seed}), {} calls, {} versions acknowledged, {} refused as stale, \
+         {} reverts acknowledged, {} of {cycles} forks published, \
          fault points armed {front_armed}× front {worker_armed}× worker, fired {fired:?}, {lease}lost 0",
         if cluster.is_some() { "database" } else { "sled" },
         history.calls,
         history.made.len(),
         history.failed.len(),
+        history.reverts,
+        history.forks,
     );
 }
 
@@ -715,21 +769,21 @@ async fn listing(fs: &mut FileSystemClient<Channel>, space: &str, at_revision: u
 
 /// A fork made during the cycle exists if its call was answered, and then
 /// (answered or not) holds its source's tree as of its revision; it is then
-/// deleted.
+/// deleted. Returns whether it existed.
 async fn check_fork(
     stack: &Stack,
     fs: &mut FileSystemClient<Channel>,
     name: &str,
     forked: Result<tonic::Response<pb::Space>, tonic::Status>,
     cycle: usize,
-) {
+) -> bool {
     let mut admin = stack.front.admin().await;
     let fork = match admin.get_space(pb::GetSpaceRequest { space: name.into() }).await {
         Ok(fork) => fork.into_inner(),
         Err(status) => {
             assert_eq!(status.code(), Code::NotFound, "cycle {cycle}: {status:?}");
             assert!(forked.is_err(), "cycle {cycle}: the fork {name} was acknowledged but is gone");
-            return;
+            return false;
         }
     };
     if let Ok(answered) = &forked {
@@ -740,6 +794,7 @@ async fn check_fork(
     assert_eq!(listing(fs, name, 0).await, source, "cycle {cycle}: the fork {name} differs from its source");
     let delete = pb::DeleteSpaceRequest { space: name.into(), confirm: name.into(), ..Default::default() };
     admin.delete_space(delete).await.unwrap();
+    true
 }
 
 /// The generation of the background lease in the store at `url`: it grows

@@ -212,6 +212,9 @@ on_both_engines! {
         assert_eq!(kinds, expected);
         let modified = applied.changes.iter().find(|c| c.kind == K::Modified as i32).unwrap();
         assert_eq!((modified.from_version, modified.to_version), (2, 3), "history is kept: a new version");
+        let versions = pb::ListVersionsRequest { space: "s".into(), path: "/p/a.md".into(), ..Default::default() };
+        let newest = fs.list_versions(versions).await.unwrap().into_inner().versions.remove(0);
+        assert_eq!((newest.operation.as_str(), newest.idempotency_key.as_str()), ("revert", "rv"));
 
         // The folder is what it was; outside it nothing changed.
         let diff = pb::DiffRequest {

@@ -6,7 +6,7 @@ use agentvfs_proto::v1 as pb;
 use super::{Front, convert, idempotency, watch};
 use crate::auth::{Caller, Need};
 use crate::error::{Error, Result};
-use crate::store::{ChangeKind, Reverted};
+use crate::store::{Actor, ChangeKind, Reverted};
 
 /// Previews or applies `req`'s revert.
 pub(super) fn revert(front: &Front, caller: &Caller, req: &pb::RevertRequest) -> Result<pb::RevertResponse> {
@@ -27,7 +27,12 @@ pub(super) fn revert(front: &Front, caller: &Caller, req: &pb::RevertRequest) ->
         let receipt = claim.map(|c| c.receipt(pb::RevertResponse::clone));
         let (response, _) = store.mutate(target.space.id, &caller.principal, !req.dry_run, |store, commit| {
             commit.operation = "revert";
-            let changes = commit.revert(store, &target.path, req.to_revision)?;
+            let actor = Actor {
+                principal: caller.principal.clone(),
+                tool_call: caller.tool_call.clone(),
+                idempotency_key: (!key.is_empty()).then(|| key.to_owned()),
+            };
+            let changes = commit.revert(store, &target.path, req.to_revision, &actor)?;
             let saved = !req.dry_run && !changes.is_empty();
             let response = pb::RevertResponse {
                 changes: changes.iter().map(|change| reverted(change, req.dry_run)).collect(),

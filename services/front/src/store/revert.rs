@@ -18,7 +18,7 @@ use super::engine::Table;
 use super::keys;
 use super::records::{ChangeKind, Entry, Kind, NodeRecord, TrashRecord, VersionRecord, decode};
 use super::snapshot::{entry_at, walk};
-use super::{Store, history};
+use super::{Actor, Store, history};
 use crate::error::{Error, Reason, Result};
 use crate::ids::NodeId;
 use crate::path::SpacePath;
@@ -52,8 +52,15 @@ enum Now {
 
 impl Commit {
     /// Plans the revert of the subtree at `root` to `to_revision`; see the
-    /// module docs. Returns the changes in the order planned.
-    pub fn revert(&mut self, store: &Store, root: &SpacePath, to_revision: u64) -> Result<Vec<Reverted>> {
+    /// module docs. The versions it makes record `actor`'s idempotency key
+    /// and tool call. Returns the changes in the order planned.
+    pub fn revert(
+        &mut self,
+        store: &Store,
+        root: &SpacePath,
+        to_revision: u64,
+        actor: &Actor,
+    ) -> Result<Vec<Reverted>> {
         let latest = self.revision() - 1;
         if to_revision == 0 || to_revision > latest {
             return Err(Error::invalid_argument(
@@ -115,7 +122,7 @@ impl Commit {
                     (None, None) => Now::Elsewhere,
                 },
             };
-            changes.extend(self.bring_back(store, path, old, now)?);
+            changes.extend(self.bring_back(store, path, old, now, actor)?);
         }
         for (key, record) in trash.records.drain() {
             let restored: HashSet<NodeId> =
@@ -204,12 +211,19 @@ impl Commit {
     }
 
     /// Plans `path` as `old` was, given where `old`'s node is now.
-    fn bring_back(&mut self, store: &Store, path: &SpacePath, old: &Entry, now: Now) -> Result<Vec<Reverted>> {
+    fn bring_back(
+        &mut self,
+        store: &Store,
+        path: &SpacePath,
+        old: &Entry,
+        now: Now,
+        actor: &Actor,
+    ) -> Result<Vec<Reverted>> {
         let revision = self.revision();
         let (current, from, trashed) = match now {
             Now::Here(at, entry) => (entry, Some(at), false),
             Now::Trashed(entry) => (entry, None, true),
-            Now::Elsewhere => return self.recreate(store, path, old),
+            Now::Elsewhere => return self.recreate(store, path, old, actor),
         };
         let moved = from.as_ref().filter(|from| *from != path);
         let same_content = old.is_dir() || (current.hash == old.hash && current.executable == old.executable);
@@ -228,7 +242,7 @@ impl Commit {
             changes.push(reverted(kind, path, Some(from), &entry, current.version, current.version));
         }
         if !same_content {
-            let record = self.old_version(store, path, old)?;
+            let record = self.old_version(store, path, old, actor)?;
             entry = Entry {
                 version: current.version + 1,
                 size: record.size,
@@ -258,19 +272,19 @@ impl Commit {
 
     /// Plans a new node at `path` as `old` was: its node left the subtree
     /// or was removed for good.
-    fn recreate(&mut self, store: &Store, path: &SpacePath, old: &Entry) -> Result<Vec<Reverted>> {
+    fn recreate(&mut self, store: &Store, path: &SpacePath, old: &Entry, actor: &Actor) -> Result<Vec<Reverted>> {
         if old.is_dir() {
             let node = self.mkdir(path, old.system);
             let entry = Entry { node, ..old.clone() };
             return Ok(vec![reverted(ChangeKind::Mkdir, path, None, &entry, 0, 0)]);
         }
-        let record = self.old_version(store, path, old)?;
+        let record = self.old_version(store, path, old, actor)?;
         let entry = self.put_file(path, None, record, NewContent::Stored, old.system);
         Ok(vec![reverted(ChangeKind::Created, path, None, &entry, 0, entry.version)])
     }
 
     /// The version record of `old`, made anew for this commit.
-    fn old_version(&self, store: &Store, path: &SpacePath, old: &Entry) -> Result<VersionRecord> {
+    fn old_version(&self, store: &Store, path: &SpacePath, old: &Entry, actor: &Actor) -> Result<VersionRecord> {
         let record = store.version(self.space.id, old.node, old.version)?.ok_or_else(|| {
             Error::new(
                 Reason::NotFound,
@@ -283,8 +297,8 @@ impl Commit {
             operation: "revert".to_owned(),
             revision: self.revision(),
             time_ms: self.time_ms,
-            idempotency_key: None,
-            tool_call: None,
+            idempotency_key: actor.idempotency_key.clone(),
+            tool_call: actor.tool_call.clone(),
             ..record
         })
     }

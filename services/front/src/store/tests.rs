@@ -1203,8 +1203,9 @@ mod workflows {
             return Ok(());
         }
         let outside = below(tree_at(&store, space.id, None), "/o");
-        let plan =
-            |apply: bool| store.mutate(space.id, "p", apply, |store, commit| commit.revert(store, &path("/w"), to));
+        let plan = |apply: bool| {
+            store.mutate(space.id, "p", apply, |store, commit| commit.revert(store, &path("/w"), to, &Actor::default()))
+        };
         let previewed = match plan(false) {
             Ok((changes, _)) => changes,
             // A file of then whose versions went with a removal for good.

@@ -10,7 +10,7 @@ const PARAMETERS: &str = "#/components/parameters/";
 const HEADERS: &str = "#/components/headers/";
 
 /// The headers of every call: who is calling, how, and which call this is.
-pub(super) const CALL: &[&str] = &["Session", "Mode", "ToolCall", "RequestId"];
+pub(super) const CALL: &[&str] = &["Session", "Mode", "ToolCall", "Lease", "RequestId"];
 
 /// A `$ref` to the request header `name`.
 pub(super) fn parameter(name: &str) -> Value {
@@ -32,6 +32,9 @@ pub(super) fn parameters() -> Value {
             "Narrows the caller's rights for this call: `read-only` refuses every change."),
         "ToolCall": in_header("X-Agentvfs-Tool-Call", json!({ "type": "string" }),
             "The agent's tool-call ID, recorded on the versions the call writes."),
+        "Lease": in_header("X-Agentvfs-Lease", json!({ "type": "string" }),
+            "The path leases the call carries (`leaseId`s from `acquire_lease`, comma-separated): a change \
+             under a leased path is refused with `LEASE_HELD` to a call that does not carry its lease."),
         "RequestId": in_header("X-Request-Id", json!({ "type": "string" }),
             "An ID for this call, echoed in the reply's `x-request-id`; without it the server makes one."),
         "RequestTimeout": in_header("X-Request-Timeout", json!({ "type": "number", "minimum": 0 }),

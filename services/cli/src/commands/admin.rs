@@ -29,7 +29,7 @@ pub enum SpaceCommand {
     ///
     /// The fork's history starts over (every file at version 1); the two
     /// spaces change independently from then on.
-    #[command(after_help = "Example:\n  agentvfs space fork default experiment --at-revision 12")]
+    #[command(after_help = "Example:\n  agentvfs space fork default before-edit --at-revision 2")]
     Fork {
         /// The space to fork (name or ID).
         source: String,

@@ -136,8 +136,8 @@ fn change_kind(kind: i32) -> String {
 }
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Example:\n  agentvfs revert /notes --to-revision 12            # preview\n  \
-                        agentvfs revert /notes --to-revision 12 --apply")]
+#[command(after_help = "Example:\n  agentvfs revert /notes --to-revision 2             # preview\n  \
+                        agentvfs revert /notes --to-revision 2 --apply")]
 pub struct RevertArgs {
     /// The file or folder; `/` for the whole space.
     path: String,
@@ -183,7 +183,10 @@ pub async fn revert(ctx: &mut Context, args: RevertArgs) -> Result<(), CliError>
     let target = format!("{} to revision {}", args.path, args.to_revision);
     match (args.apply, count) {
         (_, 0) => line(&format!("{target}: nothing to change")),
-        (true, _) => line(&format!("reverted {target}: {count} changes at revision {}", response.revision)),
+        (true, _) => {
+            let changes = if count == 1 { "change" } else { "changes" };
+            line(&format!("reverted {target}: {count} {changes} at revision {}", response.revision))
+        }
         (false, _) => line(&format!("preview of a revert of {target}: nothing saved (apply with --apply)")),
     }
 }

@@ -84,11 +84,18 @@ impl Worker for WorkerService {
         if !job.prefetch.is_empty() {
             self.fetcher.prefetch(job.prefetch.clone());
         }
-        let files: Vec<JobFile> = contents.into_iter().map(|content| JobFile { content }).collect();
+        let encodings: Vec<String> = job.files.iter().map(|f| f.encoding.clone()).collect();
         let started = std::time::Instant::now();
-        let result = tokio::task::spawn_blocking(move || job::run(&query, &files, bounds))
-            .await
-            .map_err(|e| Error::Internal(format!("scan task failed: {e}")))?;
+        let result = tokio::task::spawn_blocking(move || {
+            let files: Vec<JobFile> = contents
+                .into_iter()
+                .zip(&encodings)
+                .map(|(content, encoding)| JobFile::decoded(content, encoding))
+                .collect();
+            job::run(&query, &files, bounds)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("scan task failed: {e}")))?;
         metrics::histogram!("agentvfs_worker_grep_job_seconds").record(started.elapsed().as_secs_f64());
         metrics::counter!("agentvfs_worker_bytes_scanned_total").increment(result.bytes_scanned);
         let mut reply = to_proto(&job.files, result);
@@ -115,7 +122,9 @@ impl Worker for WorkerService {
             let op = match pb::IndexOp::try_from(job.op) {
                 Ok(pb::IndexOp::Upsert) => {
                     let text = match contents.get(&job.hash).cloned() {
-                        Some(Ok(bytes)) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+                        Some(Ok(bytes)) => {
+                            Some(String::from_utf8_lossy(&job::decode(bytes, &job.encoding)).into_owned())
+                        }
                         Some(Err(error)) => {
                             // Not acknowledged: the front delivers it again.
                             return Err(Error::IndexContent(error).into());

@@ -14,6 +14,26 @@ pub struct JobFile {
     pub content: Result<Bytes, String>,
 }
 
+impl JobFile {
+    /// A file whose `content` is text in `encoding` (a WHATWG label; empty
+    /// for UTF-8), as the scan sees it: decoded to UTF-8, so that lines and
+    /// columns are those of the text, as for UTF-8 files.
+    pub fn decoded(content: Result<Bytes, String>, encoding: &str) -> Self {
+        Self { content: content.map(|bytes| decode(bytes, encoding)) }
+    }
+}
+
+/// `bytes` of text in `encoding`, in UTF-8. The front decodes the same
+/// bytes without errors; a damaged byte would become U+FFFD.
+pub fn decode(bytes: Bytes, encoding: &str) -> Bytes {
+    match encoding_rs::Encoding::for_label(encoding.as_bytes()) {
+        Some(encoding) if encoding != encoding_rs::UTF_8 => {
+            Bytes::from(encoding.decode_without_bom_handling(&bytes).0.into_owned())
+        }
+        _ => bytes,
+    }
+}
+
 /// The merged result of a job.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct JobResult {

@@ -197,6 +197,11 @@ pub const NEXT_ACTIONS: &NextActions = &[
         "Text commands cannot read this file; `agentvfs pull-folder` copies its folder with the raw bytes.",
     ),
     (
+        "UNREPRESENTABLE_TEXT",
+        "",
+        "Leave out the named character, or convert the file with `agentvfs write PATH --encoding utf-8`.",
+    ),
+    (
         "FILE_TOO_LARGE",
         "",
         "Split the content into smaller files; `agentvfs pull-folder` copies a folder with every file's bytes.",

@@ -211,12 +211,17 @@ impl Front {
     }
 }
 
-/// Version `number` of a file as text: refused when binary, not UTF-8 or
-/// over the text size limit.
+/// Version `number` of a file as text, decoded from its encoding: refused
+/// when not text or over the text size limit.
 pub(crate) fn text_of(front: &Front, target: &Target, entry: &Entry, number: u64) -> Result<(VersionRecord, String)> {
     let version = text_version(front, target, entry, number)?;
     let bytes = front.store.content(version.hash)?;
-    let text = String::from_utf8(bytes).map_err(|_| Error::internal("text content is not UTF-8"))?;
+    let charset = version.charset();
+    let text = match charset.decode(&bytes) {
+        Some(std::borrow::Cow::Borrowed(_)) => String::from_utf8(bytes).ok(),
+        decoded => decoded.map(std::borrow::Cow::into_owned),
+    };
+    let text = text.ok_or_else(|| Error::internal(format!("text content does not decode as {}", charset.name())))?;
     Ok((version, text))
 }
 

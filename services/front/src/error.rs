@@ -60,6 +60,7 @@ reasons! {
     NotADirectory => "NOT_A_DIRECTORY",
     BinaryContent => "BINARY_CONTENT",
     NotUtf8 => "NOT_UTF8",
+    UnrepresentableText => "UNREPRESENTABLE_TEXT",
     FileTooLarge => "FILE_TOO_LARGE",
     ReadRequired => "READ_REQUIRED",
     EditNoMatch => "EDIT_NO_MATCH",
@@ -98,6 +99,7 @@ impl Reason {
             | NotADirectory
             | BinaryContent
             | NotUtf8
+            | UnrepresentableText
             | FileTooLarge
             | ReadRequired
             | EditNoMatch
@@ -149,6 +151,9 @@ impl Reason {
             NotADirectory => "A file is in the way; choose a path whose parents are directories.",
             BinaryContent | NotUtf8 => {
                 "Read it with media set (up to 8 MiB) or Download its raw bytes; text operations cannot read it."
+            }
+            UnrepresentableText => {
+                "Leave out the named character, or write the file with encoding utf-8 to convert it to UTF-8."
             }
             FileTooLarge => "Use Download for this file, or split the content into smaller files.",
             ReadRequired => "Read the file in this session first, or pass base_version.",

@@ -360,6 +360,7 @@ fn to_proto(sequence: u64, job: &IndexJob) -> pb::IndexJob {
             out.version = *version;
             out.hash = hash.to_hex();
             out.is_text = *is_text;
+            out.encoding.clone_from(&job.encoding);
         }
         IndexOp::Delete => out.op = pb::IndexOp::Delete as i32,
         IndexOp::DropSpace => out.op = pb::IndexOp::DropSpace as i32,

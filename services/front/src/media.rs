@@ -9,6 +9,7 @@
 //! ```
 
 use crate::text::TextMeta;
+use crate::text::encoding::Charset;
 
 /// The MIME type of every text file.
 pub const TEXT: &str = "text/plain; charset=utf-8";
@@ -37,22 +38,27 @@ impl Head {
         self.0.extend_from_slice(&bytes[..bytes.len().min(wanted)]);
     }
 
-    /// [`recorded`] of the bytes so far.
+    /// [`recorded`] of the bytes so far, in UTF-8 or not text.
     pub fn recorded(&self, text: &TextMeta) -> String {
-        recorded(text, &self.0)
+        recorded(text, Charset::UTF_8, &self.0)
     }
 }
 
 /// What a version records of its content ([`VersionRecord::mime_type`]):
-/// the detected type of content that is not text, nothing for text.
+/// the detected type of content that is not text, nothing for UTF-8 text,
+/// and for text in another encoding `text/plain; charset=NAME`
+/// ([`Charset::of_mime_type`] reads it back).
 ///
 /// [`VersionRecord::mime_type`]: crate::store::VersionRecord::mime_type
-pub fn recorded(text: &TextMeta, head: &[u8]) -> String {
-    if text.is_text { String::new() } else { detect(head).to_owned() }
+pub fn recorded(text: &TextMeta, charset: Charset, head: &[u8]) -> String {
+    if text.is_text { charset.recorded_mime_type() } else { detect(head).to_owned() }
 }
 
 /// The type of a file whose latest version is `is_text` and recorded
 /// `mime_type`, as the API shows it: empty when it was not recorded.
 pub fn shown(is_text: bool, mime_type: &str) -> &str {
-    if is_text { TEXT } else { mime_type }
+    match (is_text, mime_type) {
+        (true, "") => TEXT,
+        _ => mime_type,
+    }
 }

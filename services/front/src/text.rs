@@ -1,11 +1,15 @@
 //! Text rules shared by every text operation.
 //!
-//! A file is *text* when it is valid UTF-8 with no NUL byte. Offsets and
+//! A file is *text* when it is valid UTF-8 with no NUL byte, or text in
+//! another encoding ([`encoding`]), which every operation sees decoded. Offsets and
 //! lengths are UTF-16 code units (what JavaScript agents count); lines are
 //! 1-based and include their terminator. Bytes are never rewritten: a BOM and
 //! CR/LF terminators are returned exactly as stored.
 
 use serde::{Deserialize, Serialize};
+
+pub mod encoding;
+pub mod tokens;
 
 /// The UTF-8 byte-order mark.
 pub const BOM: &str = "\u{feff}";
@@ -31,7 +35,12 @@ pub struct TextMeta {
 }
 
 impl TextMeta {
-    /// Classifies bytes.
+    /// What bytes that are not text are.
+    pub const NOT_TEXT: Self =
+        Self { is_text: false, is_utf8: false, bom: false, line_ending: LineEnding::None, line_count: 0, utf16_len: 0 };
+
+    /// Classifies bytes as UTF-8 text ([`encoding::classify`] tries the
+    /// other encodings).
     pub fn analyze(bytes: &[u8]) -> Self {
         let mut analyzer = TextAnalyzer::default();
         analyzer.update(bytes);
@@ -118,14 +127,7 @@ impl TextAnalyzer {
 
     pub fn finish(self) -> TextMeta {
         if self.not_utf8 || !self.partial.is_empty() {
-            return TextMeta {
-                is_text: false,
-                is_utf8: false,
-                bom: false,
-                line_ending: LineEnding::None,
-                line_count: 0,
-                utf16_len: 0,
-            };
+            return TextMeta::NOT_TEXT;
         }
         let line_ending = match (self.lf, self.crlf) {
             (0, 0) => LineEnding::None,

@@ -201,7 +201,7 @@ on_both_engines! {
     }
 
     #[tokio::test]
-    async fn binary_and_non_utf8_files_are_stored_but_refused_as_text() {
+    async fn binary_files_are_stored_but_refused_as_text() {
         let front = Front::start().await;
         front.space("s").await;
         let mut fs = front.fs().await;
@@ -212,13 +212,23 @@ on_both_engines! {
         let err = fs.read(read("s", "/img.png")).await.unwrap_err();
         assert_error(&err, Code::FailedPrecondition, "BINARY_CONTENT");
 
-        fs.write(write_bytes("s", "/latin1.txt", b"caf\xe9")).await.unwrap();
-        let err = fs.read(read("s", "/latin1.txt")).await.unwrap_err();
-        assert_error(&err, Code::FailedPrecondition, "NOT_UTF8");
-        let mut append = write_text("s", "/latin1.txt", "more");
+        // UTF-32 is not an encoding text is kept in.
+        fs.write(write_bytes("s", "/utf32.txt", b"\xff\xfe\0\0c\0\0\0")).await.unwrap();
+        let err = fs.read(read("s", "/utf32.txt")).await.unwrap_err();
+        assert_error(&err, Code::FailedPrecondition, "BINARY_CONTENT");
+        let mut append = write_text("s", "/utf32.txt", "more");
         append.mode = pb::WriteMode::Append as i32;
         let err = fs.write(append).await.unwrap_err();
-        assert_error(&err, Code::FailedPrecondition, "NOT_UTF8");
+        assert_error(&err, Code::FailedPrecondition, "BINARY_CONTENT");
+
+        // Latin-1 is text, in windows-1252 (its WHATWG name), and stays in it.
+        fs.write(write_bytes("s", "/latin1.txt", b"caf\xe9\n")).await.unwrap();
+        let mut append = write_text("s", "/latin1.txt", "crème\n");
+        append.mode = pb::WriteMode::Append as i32;
+        fs.write(append).await.unwrap();
+        let latin1 = fs.read(read("s", "/latin1.txt")).await.unwrap().into_inner();
+        assert_eq!((latin1.content.as_str(), latin1.size), ("café\ncrème\n", 11));
+        assert_eq!(latin1.text.unwrap().encoding, "windows-1252");
 
         let listing = fs
             .find(pb::FindRequest { space: "s".into(), pattern: "*.png".into(), ..Default::default() })

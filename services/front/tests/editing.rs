@@ -204,7 +204,7 @@ on_both_engines! {
             .iter()
             .map(|p| pb::ReadRequest { path: (*p).into(), max_chars: 131_072, ..Default::default() })
             .collect();
-        let many = fs.read_many(pb::ReadManyRequest { space: "s".into(), reads }).await.unwrap().into_inner();
+        let many = fs.read_many(pb::ReadManyRequest { space: "s".into(), reads, ..Default::default() }).await.unwrap().into_inner();
         assert!(many.incomplete);
         let outcomes: Vec<_> = many.results.iter().map(|r| r.outcome.clone().unwrap()).collect();
         let mut total = 0;
@@ -228,7 +228,7 @@ on_both_engines! {
             }
             other => panic!("{other:?}"),
         }
-        let none = fs.read_many(pb::ReadManyRequest { space: "s".into(), reads: vec![] }).await.unwrap_err();
+        let none = fs.read_many(pb::ReadManyRequest { space: "s".into(), reads: vec![], ..Default::default() }).await.unwrap_err();
         assert_error(&none, Code::InvalidArgument, "INVALID_ARGUMENT");
     }
 
@@ -415,7 +415,7 @@ on_both_engines! {
         let media = |path: &str| pb::ReadRequest { media: true, ..read("s", path) };
 
         // Without media, a binary file is refused as before.
-        assert_error(&fs.read(read("s", "/img/a.png")).await.unwrap_err(), Code::FailedPrecondition, "NOT_UTF8");
+        assert_error(&fs.read(read("s", "/img/a.png")).await.unwrap_err(), Code::FailedPrecondition, "BINARY_CONTENT");
         let image = fs.read(media("/img/a.png")).await.unwrap().into_inner();
         assert_eq!((image.mime_type.as_str(), image.data.as_slice()), ("image/png", png.as_slice()));
         assert_eq!((image.size, image.version, image.content.as_str()), (png.len() as u64, 1, ""));
@@ -478,7 +478,7 @@ on_both_engines! {
         assert_eq!(versions[0].mime_type, "image/png");
 
         // ReadMany reads text only.
-        let many = pb::ReadManyRequest { space: "s".into(), reads: vec![media("/img/a.png")] };
+        let many = pb::ReadManyRequest { space: "s".into(), reads: vec![media("/img/a.png")], ..Default::default() };
         let result = fs.read_many(many).await.unwrap().into_inner();
         match &result.results[0].outcome {
             Some(pb::read_many_result::Outcome::Error(error)) => assert_eq!(error.reason, "INVALID_ARGUMENT"),

@@ -13,6 +13,7 @@ mod core;
 mod damage;
 mod discovery;
 mod editing;
+mod encodings;
 mod fronts;
 mod grep;
 mod grep_oracle;

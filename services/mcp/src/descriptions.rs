@@ -34,13 +34,16 @@ Read a slice of a text file: at most `limit` lines (default 200) and at most max
 (default 32768, up to 131072), from line `offset` (1-based, default 1). Returns {content, path, version, hash, \
 total_lines, first_line, last_line, truncated, next, size, text}: content is the original text of lines \
 first_line..last_line, line terminators included. If `next` is present the file goes on: call read again with \
-offset = next.start_line and start_char = next.start_char (0 when absent). Reading records the version in this \
-session, which edit needs. A file that is not text (up to 8 MiB) comes back whole: an image as an image \
+offset = next.start_line and start_char = next.start_char (0 when absent). With max_tokens the slice also ends at \
+the last whole line within that many tokens (o200k_base, or the `tokenizer` named), and `tokens` says how many it \
+holds. Text in another encoding (UTF-16, Shift_JIS, GBK, windows-1252, …) is returned decoded; text.encoding names \
+it, and edits keep it. Reading records the version in this session, which edit needs. A file that is not text (up to 8 MiB) comes back whole: an image as an image \
 content block, a PDF, audio or other binary file as an embedded resource with its MIME type, beside {path, \
 version, hash, size, mime_type}.";
 
 pub const READ_MANY: &str = "\
-Read 1–10 files in one call, each as with read, sharing an output budget of 262144 UTF-16 code units. Returns \
+Read 1–10 files in one call, each as with read, sharing an output budget of 262144 UTF-16 code units (and of \
+max_tokens tokens, when given). Returns \
 {results: [{read: {…as read returns…}} or {error: {code, reason, message, metadata: {nextAction, …}}}], \
 incomplete}, in the order asked; each file succeeds or fails on its own. incomplete: true means a file was cut \
 (continue it with read from its next.start_line) or failed. Each successful read counts for edit as a read.";
@@ -50,7 +53,8 @@ Create or replace a whole text file, or append to one; missing parent directorie
 (default) replaces the content, append adds to the end, create_new only creates (an existing file is left alone \
 and the result says written: false). To change part of an existing file use edit instead. expected_version makes \
 the write fail with VERSION_CONFLICT unless the file is at that version (0: it must not exist). Writing the same \
-content again makes no new version. Returns {path, node_id, version, hash, size, total_length, created, written, \
+content again makes no new version. An existing file keeps its encoding (UTF-16, Shift_JIS, …) unless `encoding` \
+names another; a new file is UTF-8. Returns {path, node_id, version, hash, size, total_length, created, written, \
 revision}. Pass an idempotency_key so that a retry cannot write twice.";
 
 pub const EDIT: &str = "\

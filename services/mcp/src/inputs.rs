@@ -80,6 +80,32 @@ pub struct Read {
     /// Read the file as of this space revision (0 = now).
     #[serde(default)]
     pub at_revision: u64,
+    /// Output budget in tokens (at least 4): the text ends at the last whole line that fits, and `next` continues.
+    pub max_tokens: Option<u64>,
+    /// Vocabulary `max_tokens` counts in: `o200k_base` (default) or `cl100k_base`.
+    #[serde(default)]
+    pub tokenizer: Tokenizer,
+}
+
+/// A vocabulary to count tokens in.
+#[derive(Debug, Default, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Tokenizer {
+    /// GPT-4o and later.
+    #[default]
+    O200kBase,
+    /// GPT-4 and GPT-3.5.
+    Cl100kBase,
+}
+
+impl Tokenizer {
+    fn name(self) -> String {
+        match self {
+            Tokenizer::O200kBase => "o200k_base",
+            Tokenizer::Cl100kBase => "cl100k_base",
+        }
+        .to_owned()
+    }
 }
 
 impl Read {
@@ -95,6 +121,8 @@ impl Read {
             at_revision: self.at_revision,
             // Images, PDFs and audio come back as what they are.
             media: true,
+            max_tokens: self.max_tokens.unwrap_or(0),
+            tokenizer: self.tokenizer.name(),
             ..Default::default()
         }
     }
@@ -108,6 +136,11 @@ pub struct ReadMany {
     /// 1–10 files to read; together they share an output budget of 262144 UTF-16 code units.
     #[schemars(length(min = 1, max = 10))]
     pub reads: Vec<ReadItem>,
+    /// A budget in tokens (at least 4) shared by all the reads.
+    pub max_tokens: Option<u64>,
+    /// Vocabulary `max_tokens` counts in: `o200k_base` (default) or `cl100k_base`.
+    #[serde(default)]
+    pub tokenizer: Tokenizer,
 }
 
 /// One file of a `read_many` call.
@@ -148,7 +181,12 @@ impl ReadMany {
                 ..Default::default()
             })
             .collect();
-        pb::ReadManyRequest { space: space(self.space, default_space), reads }
+        pb::ReadManyRequest {
+            space: space(self.space, default_space),
+            reads,
+            max_tokens: self.max_tokens.unwrap_or(0),
+            tokenizer: self.tokenizer.name(),
+        }
     }
 }
 
@@ -182,6 +220,9 @@ pub struct Write {
     /// result instead of writing again.
     #[serde(default)]
     pub idempotency_key: String,
+    /// Encoding to store the text in (`utf-8`, `shift_jis`, `utf-16le`, `gb18030`, `windows-1252`, …); by default
+    /// an existing file keeps its encoding and a new file is UTF-8.
+    pub encoding: Option<String>,
 }
 
 impl Write {
@@ -198,6 +239,7 @@ impl Write {
             mode: mode as i32,
             expected_version: self.expected_version,
             idempotency_key: self.idempotency_key,
+            encoding: self.encoding.unwrap_or_default(),
             ..Default::default()
         }
     }

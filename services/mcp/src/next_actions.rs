@@ -79,6 +79,11 @@ pub const NEXT_ACTIONS: &NextActions = &[
         "",
         "This file is not text: read returns it whole as media (up to 8 MiB); edit cannot change it, write can replace it.",
     ),
+    (
+        "UNREPRESENTABLE_TEXT",
+        "",
+        "Leave out the named character, or write the whole file with encoding \"utf-8\" to convert it to UTF-8.",
+    ),
     ("FILE_TOO_LARGE", "", "Split the content into smaller files; these tools cannot handle one this large."),
     ("IDEMPOTENCY_KEY_REUSED", "", "Give a new idempotency_key for a different change."),
     ("IDEMPOTENCY_REQUEST_IN_PROGRESS", "", "Call again shortly with the same idempotency_key."),

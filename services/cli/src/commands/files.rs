@@ -72,6 +72,19 @@ pub struct ReadArgs {
     /// Output budget in UTF-16 code units (default: the server's, 32,768).
     #[arg(long, value_name = "N", default_value_t = 0)]
     max_chars: u64,
+    #[command(flatten)]
+    tokens: TokenArgs,
+}
+
+/// A budget in tokens.
+#[derive(Debug, clap::Args)]
+pub struct TokenArgs {
+    /// Output budget in tokens (at least 4): the output ends at the last whole line that fits.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    max_tokens: u64,
+    /// The vocabulary tokens are counted in: o200k_base (GPT-4o and later) or cl100k_base.
+    #[arg(long, value_name = "NAME", default_value = "o200k_base")]
+    tokenizer: String,
 }
 
 pub async fn read(ctx: &mut Context, args: ReadArgs) -> Result<(), CliError> {
@@ -86,6 +99,8 @@ pub async fn read(ctx: &mut Context, args: ReadArgs) -> Result<(), CliError> {
         offset,
         limit,
         max_chars: args.max_chars,
+        max_tokens: args.tokens.max_tokens,
+        tokenizer: args.tokens.tokenizer,
         ..Default::default()
     };
     let response = ctx.client.fs.read(request).await?.into_inner();
@@ -138,6 +153,9 @@ pub struct ReadManyArgs {
     /// Output budget per file in UTF-16 code units.
     #[arg(long, value_name = "N", default_value_t = 0)]
     max_chars: u64,
+    /// `--max-tokens` is a budget shared by all the files.
+    #[command(flatten)]
+    tokens: TokenArgs,
 }
 
 /// Prints each file under a `==> path <==` header; failed reads are reported
@@ -148,7 +166,12 @@ pub async fn read_many(ctx: &mut Context, args: ReadManyArgs) -> Result<(), CliE
         .iter()
         .map(|path| pb::ReadRequest { path: path.clone(), max_chars: args.max_chars, ..Default::default() })
         .collect();
-    let request = pb::ReadManyRequest { space: ctx.space.clone(), reads };
+    let request = pb::ReadManyRequest {
+        space: ctx.space.clone(),
+        reads,
+        max_tokens: args.tokens.max_tokens,
+        tokenizer: args.tokens.tokenizer,
+    };
     let mut response = ctx.client.fs.read_many(request).await?.into_inner();
     for result in &mut response.results {
         if let Some(pb::read_many_result::Outcome::Error(error)) = &mut result.outcome
@@ -206,6 +229,10 @@ pub struct WriteArgs {
     /// Set (true) or clear (false) the executable bit; without it the file keeps its bit.
     #[arg(long, value_name = "BOOL")]
     executable: Option<bool>,
+    /// Store the text in this encoding (utf-8, shift_jis, utf-16le, gb18030, windows-1252, …);
+    /// without it an existing file keeps its encoding and a new file is UTF-8.
+    #[arg(long, value_name = "LABEL", default_value = "")]
+    encoding: String,
     #[arg(long, value_name = "KEY", default_value = "", allow_hyphen_values = true)]
     idempotency_key: String,
 }
@@ -234,7 +261,10 @@ pub async fn write(ctx: &mut Context, args: WriteArgs) -> Result<(), CliError> {
         Body::Content(text) => text.len(),
         Body::Data(bytes) => bytes.len(),
     };
-    if mode == pb::WriteMode::Overwrite && size > UPLOAD_OVER {
+    if !args.encoding.is_empty() && matches!(body, Body::Data(_)) {
+        return Err(CliError::Usage("--encoding takes text; stdin is not UTF-8".to_owned()));
+    }
+    if mode == pb::WriteMode::Overwrite && size > UPLOAD_OVER && args.encoding.is_empty() {
         return upload(ctx, args.path, body, args.expected_version, args.executable, args.idempotency_key).await;
     }
     let request = pb::WriteRequest {
@@ -245,6 +275,7 @@ pub async fn write(ctx: &mut Context, args: WriteArgs) -> Result<(), CliError> {
         expected_version: args.expected_version,
         executable: args.executable,
         idempotency_key: args.idempotency_key,
+        encoding: args.encoding,
         ..Default::default()
     };
     let response = ctx.client.fs.write(request).await?.into_inner();

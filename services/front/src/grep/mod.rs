@@ -377,6 +377,7 @@ fn select(
                     version: entry.version,
                     hash: entry.hash.to_hex(),
                     size: entry.size,
+                    encoding: entry.charset().name(),
                 });
             }
         }

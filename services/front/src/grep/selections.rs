@@ -105,6 +105,7 @@ mod tests {
                 version: 1,
                 hash: crate::store::Hash::of(b"x").to_hex(),
                 size: 1,
+                encoding: String::new(),
             })
             .collect();
         Arc::new(Selection { files, skipped: Vec::new(), next: None, visited: 0, prefetch: Vec::new() })

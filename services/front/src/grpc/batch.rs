@@ -15,8 +15,10 @@ use crate::error::{Error, Reason, Result};
 use crate::media;
 use crate::path::SpacePath;
 use crate::reference::{Reference, ReferenceError};
-use crate::store::{ChangeKind, Commit, Entry, Hash, NewContent, ReceiptPlan, SpaceRecord, Store, VersionRecord};
-use crate::text::TextMeta;
+use crate::store::{
+    ChangeKind, Commit, Entry, Hash, NewContent, ReceiptPlan, SpaceRecord, Store, VersionRecord, unrepresentable,
+};
+use crate::text::encoding::{self, Charset};
 
 /// Most actions in one batch, and the largest batch request.
 const MAX_ACTIONS: usize = 20;
@@ -230,7 +232,7 @@ fn run(
                     .with("limit", limit)
                     .field(field("create.content")));
             }
-            let entry = put(commit, caller, "batch", key_of(req), &path, None, a.content.clone().into_bytes());
+            let entry = put(commit, caller, "batch", key_of(req), &path, None, Encoded::utf8(a.content.clone()));
             Ok(ok(index, format!("create {path} ({} bytes)", entry.size), &path, Some(&entry), 1))
         }
         pb::batch_action::Action::Edit(a) => {
@@ -243,8 +245,8 @@ fn run(
             check_base(front, caller, &target, &entry, a.base_version)?;
             let original = planned_text(store, commit, &target, &entry)?;
             let edits = parse_edits(&a.edits)?;
-            let (edited, _) = edit::apply(&original, &edits).map_err(|f| failure(f, &target))?;
-            if edited == original {
+            let (edited, _) = edit::apply(&original.text, &edits).map_err(|f| failure(f, &target))?;
+            if edited == original.text {
                 return Ok(ok(index, format!("edit {path}: no change"), &path, Some(&entry), 1));
             }
             let limit = store.limits().max_text_bytes;
@@ -255,7 +257,7 @@ fn run(
                 )
                 .with("limit", limit));
             }
-            let new = put(commit, caller, "batch", key_of(req), &path, Some(&entry), edited.into_bytes());
+            let new = put(commit, caller, "batch", key_of(req), &path, Some(&entry), original.encode(&path, &edited)?);
             Ok(ok(index, format!("edit {path}: version {} -> {}", entry.version, new.version), &path, Some(&new), 1))
         }
         pb::batch_action::Action::Copy(a) => {
@@ -332,8 +334,38 @@ fn new_name_free(store: &Store, commit: &Commit, path: &SpacePath) -> Result<()>
     }
 }
 
+/// Text as the bytes of an encoding.
+pub(super) struct Encoded {
+    pub bytes: Vec<u8>,
+    pub charset: Charset,
+}
+
+impl Encoded {
+    pub fn utf8(text: String) -> Self {
+        Self { bytes: text.into_bytes(), charset: Charset::UTF_8 }
+    }
+}
+
+/// A text file as a batch has left it so far.
+pub(super) struct PlannedText {
+    pub charset: Charset,
+    /// Its bytes, when not UTF-8 (then they are `text`'s).
+    bytes: Vec<u8>,
+    pub text: String,
+}
+
+impl PlannedText {
+    /// The bytes of `new` text for the file: in its encoding, keeping the
+    /// bytes of the text around the change as they were.
+    pub fn encode(&self, path: &SpacePath, new: &str) -> Result<Encoded> {
+        let charset = self.charset;
+        let bytes = charset.splice(&self.bytes, &self.text, new).map_err(|c| unrepresentable(path, charset, c))?;
+        Ok(Encoded { bytes, charset })
+    }
+}
+
 /// The text of a file as this batch has left it so far.
-pub(super) fn planned_text(store: &Store, commit: &Commit, target: &Target, entry: &Entry) -> Result<String> {
+pub(super) fn planned_text(store: &Store, commit: &Commit, target: &Target, entry: &Entry) -> Result<PlannedText> {
     let bytes = match commit.planned_bytes(entry.node, entry.version) {
         Some(bytes) => bytes.to_vec(),
         None => {
@@ -346,7 +378,13 @@ pub(super) fn planned_text(store: &Store, commit: &Commit, target: &Target, entr
             store.content(version.hash)?
         }
     };
-    String::from_utf8(bytes).map_err(|_| Error::new(Reason::NotUtf8, format!("{} is not valid UTF-8.", target.path)))
+    let charset = entry.charset();
+    if charset.is_utf8() {
+        let text = String::from_utf8(bytes).map_err(|_| Error::internal("text content is not UTF-8"))?;
+        return Ok(PlannedText { charset, bytes: Vec::new(), text });
+    }
+    let text = charset.decode(&bytes).ok_or_else(|| Error::internal("text content does not decode"))?.into_owned();
+    Ok(PlannedText { charset, bytes, text })
 }
 
 /// The idempotency key a batch's versions record: its key when applied.
@@ -354,7 +392,7 @@ fn key_of(req: &pb::BatchRequest) -> Option<String> {
     (req.apply && !req.idempotency_key.is_empty()).then(|| req.idempotency_key.clone())
 }
 
-/// Plans `bytes` as `path`'s new version, made by `operation` under
+/// Plans `text` as `path`'s new version, made by `operation` under
 /// `idempotency_key` (when applied).
 pub(super) fn put(
     commit: &mut Commit,
@@ -363,14 +401,14 @@ pub(super) fn put(
     idempotency_key: Option<String>,
     path: &SpacePath,
     previous: Option<&Entry>,
-    bytes: Vec<u8>,
+    Encoded { bytes, charset }: Encoded,
 ) -> Entry {
-    let text = TextMeta::analyze(&bytes);
+    let text = encoding::classify_as(&bytes, charset);
     let record = VersionRecord {
         hash: Hash::of(&bytes),
         size: bytes.len() as u64,
         text,
-        mime_type: media::recorded(&text, &bytes),
+        mime_type: media::recorded(&text, charset, &bytes),
         principal: caller.principal.clone(),
         operation: operation.to_owned(),
         revision: 0,

@@ -2,9 +2,11 @@
 
 use agentvfs_proto::v1 as pb;
 
+use crate::error::{Error, Result};
 use crate::media;
 use crate::path::SpacePath;
 use crate::store::{Entry, Kind, Role, SpaceRecord, VersionRecord};
+use crate::text::encoding::Charset;
 use crate::text::{LineEnding, TextMeta};
 
 pub fn timestamp(ms: i64) -> Option<prost_types::Timestamp> {
@@ -44,8 +46,27 @@ pub fn entry(path: &SpacePath, entry: &Entry) -> pb::Entry {
     }
 }
 
-pub fn text_info(meta: &TextMeta) -> pb::TextInfo {
+/// The encoding a request names in `field` (`None` when empty), or
+/// INVALID_ARGUMENT listing some it could name.
+pub fn charset(field: &str, label: &str) -> Result<Option<Charset>> {
+    if label.is_empty() {
+        return Ok(None);
+    }
+    Charset::for_label(label).map(Some).ok_or_else(|| {
+        Error::invalid_argument(
+            field,
+            format!(
+                "{label:?} is not an encoding text can be stored in; use a WHATWG label such as utf-8, utf-16le, \
+                 utf-16be, shift_jis, euc-jp, gbk, gb18030, big5, euc-kr, windows-1251 or windows-1252."
+            ),
+        )
+    })
+}
+
+/// What a version's bytes are as text, in its encoding.
+pub fn text_info(meta: &TextMeta, charset: Charset) -> pb::TextInfo {
     pb::TextInfo {
+        encoding: if meta.is_text { charset.name() } else { String::new() },
         is_text: meta.is_text,
         is_utf8: meta.is_utf8,
         bom: meta.bom,
@@ -71,7 +92,7 @@ pub fn version_info(number: u64, record: &VersionRecord) -> pb::VersionInfo {
         time: timestamp(record.time_ms),
         idempotency_key: record.idempotency_key.clone().unwrap_or_default(),
         tool_call_id: record.tool_call.clone().unwrap_or_default(),
-        text: Some(text_info(&record.text)),
+        text: Some(text_info(&record.text, record.charset())),
         executable: record.executable,
         mime_type: media::shown(record.text.is_text, &record.mime_type).to_owned(),
     }

@@ -8,7 +8,9 @@ use crate::auth::{Caller, Need};
 use crate::diff;
 use crate::edit::{self, EditFailure, EditOp, FailureKind};
 use crate::error::{Error, Reason, Result};
-use crate::store::{Actor, Entry, Hash, ScanOptions, WriteBody, WriteMode, WriteOp, WriteOutcome, version_conflict};
+use crate::store::{
+    Actor, Entry, Hash, ScanOptions, WriteBody, WriteMode, WriteOp, WriteOutcome, unrepresentable, version_conflict,
+};
 
 /// Most edits in one request.
 const MAX_EDITS: usize = 100;
@@ -43,6 +45,19 @@ fn apply(
     check_base(front, caller, &target, &entry, req.base_version)?;
     let (record, original) = text_of(front, &target, &entry, entry.version)?;
     let (edited, counts) = edit::apply(&original, edits).map_err(|f| failure(f, &target))?;
+    // Written back in the file's encoding, its other bytes kept.
+    let charset = record.charset();
+    let bytes = if charset.is_utf8() {
+        edited.clone().into_bytes()
+    } else {
+        let stored = front.store.content(record.hash)?;
+        match edited == original {
+            true => stored,
+            false => charset
+                .splice(&stored, &original, &edited)
+                .map_err(|character| unrepresentable(&target.path, charset, character))?,
+        }
+    };
     let name = target.path.to_string();
     let preview =
         diff::unified(&original, &edited, &format!("{name}@v{}", entry.version), &format!("{name}@edited"), 3);
@@ -50,8 +65,8 @@ fn apply(
         changed: edited != original,
         version: entry.version,
         previous_version: entry.version,
-        hash: Hash::of(edited.as_bytes()).to_hex(),
-        size: edited.len() as u64,
+        hash: Hash::of(&bytes).to_hex(),
+        size: bytes.len() as u64,
         replacements: counts,
         diff: preview.text,
         dry_run: req.dry_run,
@@ -59,7 +74,7 @@ fn apply(
         revision: target.space.revision,
     };
     if req.dry_run || !response.changed {
-        debug_assert_eq!(response.changed, record.hash != Hash::of(edited.as_bytes()));
+        debug_assert_eq!(response.changed, record.hash != Hash::of(&bytes));
         let receipt = claim.map(|c| c.receipt(pb::EditResponse::clone));
         front.store.keep_receipt(receipt.as_ref(), &response)?;
         return Ok(response);
@@ -68,7 +83,7 @@ fn apply(
     let outcome = front.store.write(WriteOp {
         space: target.space.id,
         path: target.path,
-        body: WriteBody::Text(edited),
+        body: WriteBody::Encoded { bytes, charset },
         mode: WriteMode::Overwrite,
         // The version the edits were computed against: a concurrent change
         // in between is a conflict, never silently overwritten.

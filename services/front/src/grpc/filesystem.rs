@@ -149,7 +149,7 @@ impl FileSystem for Services {
         let caller = front.caller(&request)?;
         let req = request.into_inner();
         let located = read::locate(&front, &caller, &req, u64::MAX)?;
-        if located.version.size <= read::INLINE_BYTES {
+        if located.inline() {
             return Ok(Response::new(read::finish(&front, &caller, located)?));
         }
         handler::run(&front, move |front| read::finish(front, &caller, located)).await
@@ -226,7 +226,14 @@ impl FileSystem for Services {
         let body = match req.body {
             Some(pb::write_request::Body::Content(text)) => {
                 too_large("content", text.len() as u64, limits.max_text_bytes)?;
-                WriteBody::Text(text)
+                WriteBody::Text { text, encoding: convert::charset("encoding", &req.encoding)? }
+            }
+            Some(pb::write_request::Body::Data(_)) if !req.encoding.is_empty() => {
+                return Err(Error::invalid_argument(
+                    "encoding",
+                    "An encoding applies to text `content`; `data` is stored as it is.",
+                )
+                .into());
             }
             Some(pb::write_request::Body::Data(bytes)) => {
                 too_large("data", bytes.len() as u64, limits.max_file_bytes)?;

@@ -7,7 +7,7 @@
 
 use agentvfs_proto::v1 as pb;
 
-use super::batch::{planned_text, put};
+use super::batch::{Encoded, planned_text, put};
 use super::{Front, Target, idempotency, reference_error};
 use crate::auth::{Caller, Need};
 use crate::diff;
@@ -149,7 +149,7 @@ impl Change<'_> {
                     return Err(too_large(content.len()));
                 }
                 commit.ensure_parents(store, &path)?;
-                let entry = self.put(commit, &path, None, content.clone())?;
+                let entry = self.put(commit, &path, None, Encoded::utf8(content.clone()))?;
                 let diff = diff::unified("", content, "/dev/null", &format!("b{path}"), 3);
                 let file = patched(&path, None, pb::PatchChange::Added, 0, entry.version, 0, &diff);
                 Ok((file, diff.text))
@@ -160,7 +160,10 @@ impl Change<'_> {
                     return Err(super::not_a_file(&path));
                 }
                 // A file that is not text goes without a diff of its lines.
-                let old = if entry.is_text { planned_text(store, commit, &target, &entry)? } else { String::new() };
+                let old = match entry.is_text {
+                    true => planned_text(store, commit, &target, &entry)?.text,
+                    false => String::new(),
+                };
                 commit.trash(store, &path)?;
                 let diff = diff::unified(&old, "", &format!("a{path}"), "/dev/null", 3);
                 let file = patched(&path, None, pb::PatchChange::Deleted, entry.version, 0, 0, &diff);
@@ -171,14 +174,15 @@ impl Change<'_> {
                 if entry.is_dir() {
                     return Err(super::not_a_file(&path));
                 }
-                let old = planned_text(store, commit, &target, &entry)?;
-                let new = patch::apply_hunks(&old, hunks).map_err(|failure| hunk_error(failure, &path))?;
+                let planned = planned_text(store, commit, &target, &entry)?;
+                let old = &planned.text;
+                let new = patch::apply_hunks(old, hunks).map_err(|failure| hunk_error(failure, &path))?;
                 if new.len() as u64 > limit {
                     return Err(too_large(new.len()));
                 }
                 let mut version = entry.version;
-                if new != old {
-                    version = self.put(commit, &path, Some(&entry), new.clone())?.version;
+                if new != *old {
+                    version = self.put(commit, &path, Some(&entry), planned.encode(&path, &new)?)?.version;
                 }
                 let destination = move_to.as_deref().map(|to| self.path(to)).transpose()?;
                 let (kind, new_path) = match &destination {
@@ -198,7 +202,7 @@ impl Change<'_> {
                     _ => (pb::PatchChange::Updated, None),
                 };
                 let shown = new_path.unwrap_or(&path);
-                let diff = diff::unified(&old, &new, &format!("a{path}"), &format!("b{shown}"), 3);
+                let diff = diff::unified(old, &new, &format!("a{path}"), &format!("b{shown}"), 3);
                 let hunks = u32::try_from(hunks.len()).unwrap_or(u32::MAX);
                 let mut file = patched(&path, new_path, kind, entry.version, version, hunks, &diff);
                 if version == entry.version && new_path.is_none() {
@@ -228,10 +232,10 @@ impl Change<'_> {
         commit: &mut Commit,
         path: &SpacePath,
         previous: Option<&crate::store::Entry>,
-        text: String,
+        text: Encoded,
     ) -> Result<crate::store::Entry> {
         let key = (!self.req.dry_run && !self.req.idempotency_key.is_empty()).then(|| self.req.idempotency_key.clone());
-        Ok(put(commit, self.caller, "patch", key, path, previous, text.into_bytes()))
+        Ok(put(commit, self.caller, "patch", key, path, previous, text))
     }
 }
 

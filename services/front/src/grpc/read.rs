@@ -9,7 +9,8 @@ use crate::error::{Error, Reason, Result};
 use crate::media;
 use crate::path::SpacePath;
 use crate::store::{Entry, VersionRecord};
-use crate::text::{self, SliceError, SliceRequest};
+use crate::text::tokens::Tokenizer;
+use crate::text::{self, Slice, SliceError, SliceRequest};
 
 /// `Read` defaults and bounds (UTF-16 units and lines).
 const DEFAULT_MAX_CHARS: u64 = 32_768;
@@ -20,6 +21,37 @@ const MAX_MEDIA_BYTES: u64 = 8 << 20;
 /// `ReadMany`: most reads and the shared output budget in UTF-16 units.
 const MAX_READS: usize = 10;
 const READ_MANY_BUDGET: u64 = 262_144;
+/// The smallest budget in tokens: room for any one character.
+const MIN_MAX_TOKENS: u64 = 4;
+
+/// A budget in tokens of a tokenizer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TokenBudget {
+    pub tokenizer: Tokenizer,
+    pub max: u64,
+}
+
+impl TokenBudget {
+    /// The budget of a request's `max_tokens` and `tokenizer` fields
+    /// (`None` for no budget), named `prefix`… in errors.
+    fn parse(prefix: &str, max_tokens: u64, tokenizer: &str) -> Result<Option<Self>> {
+        let Some(tokenizer) = Tokenizer::for_name(tokenizer) else {
+            return Err(Error::invalid_argument(
+                &format!("{prefix}tokenizer"),
+                format!("Unknown tokenizer {tokenizer:?}; use o200k_base (the default) or cl100k_base."),
+            ));
+        };
+        match max_tokens {
+            0 => Ok(None),
+            max if max < MIN_MAX_TOKENS => Err(Error::invalid_argument(
+                &format!("{prefix}max_tokens"),
+                format!("max_tokens must be 0 (no budget) or at least {MIN_MAX_TOKENS}, not {max}."),
+            )
+            .with("limit", MIN_MAX_TOKENS)),
+            max => Ok(Some(Self { tokenizer, max })),
+        }
+    }
+}
 
 /// Files up to this size are read on the async runtime: their content is
 /// one cached chunk, so the read costs microseconds, less than handing it to
@@ -29,7 +61,10 @@ const READ_MANY_BUDGET: u64 = 262_144;
 /// -p agentvfs-front --bench rpc -- reads` (200-byte files, c=64, three
 /// alternating runs): 39,100–42,050 reads/s inline, 30,190–36,880/s with the
 /// whole read on the blocking pool.
-pub(super) const INLINE_BYTES: u64 = super::super::store::content::CHUNK_SIZE as u64;
+const INLINE_BYTES: u64 = super::super::store::content::CHUNK_SIZE as u64;
+/// The largest file whose tokens are counted on the async runtime (about
+/// a quarter of a millisecond of counting).
+const INLINE_TOKEN_BYTES: u64 = 8 << 10;
 
 /// A read resolved to one version, its content not fetched yet.
 #[derive(Debug)]
@@ -39,13 +74,41 @@ pub(super) struct Located {
     number: u64,
     pub(super) version: VersionRecord,
     request: SliceRequest,
+    tokens: Option<TokenBudget>,
     /// A media read of a file that is not text: its bytes, whole.
     media: bool,
 }
 
-/// One read, with at most `budget` UTF-16 units of output.
-pub(super) fn read(front: &Front, caller: &Caller, req: &pb::ReadRequest, budget: u64) -> Result<pb::ReadResponse> {
-    finish(front, caller, locate(front, caller, req, budget)?)
+impl Located {
+    /// Whether the read is cheap enough to finish on the async runtime.
+    pub(super) fn inline(&self) -> bool {
+        let limit = if self.tokens.is_some() { INLINE_TOKEN_BYTES } else { INLINE_BYTES };
+        self.version.size <= limit
+    }
+}
+
+/// One read of a [`read_many`], within what is left of its budgets.
+fn read_within(
+    front: &Front,
+    caller: &Caller,
+    req: &pb::ReadRequest,
+    budget: u64,
+    tokens: Option<TokenBudget>,
+) -> Result<pb::ReadResponse> {
+    let mut located = locate(front, caller, req, budget)?;
+    if let Some(shared) = tokens {
+        located.tokens = match located.tokens {
+            Some(own) if own.tokenizer != shared.tokenizer => {
+                return Err(Error::invalid_argument(
+                    "tokenizer",
+                    "A read of a ReadMany with a budget in tokens counts them with the ReadMany's tokenizer.",
+                ));
+            }
+            Some(own) => Some(TokenBudget { max: own.max.min(shared.max), ..shared }),
+            None => Some(shared),
+        };
+    }
+    finish(front, caller, located)
 }
 
 /// Validates a read and finds the version it reads (metadata only).
@@ -68,6 +131,7 @@ pub(super) fn locate(front: &Front, caller: &Caller, req: &pb::ReadRequest, budg
         max_lines: if req.limit == 0 { DEFAULT_LINES } else { req.limit },
         max_chars: max_chars.min(budget).max(2),
     };
+    let tokens = TokenBudget::parse("", req.max_tokens, &req.tokenizer)?;
     let (target, entry) = front.file_target(caller, &req.space, &req.path, &req.base, Need::Read, req.at_revision)?;
     let number = match req.version {
         0 => entry.version,
@@ -99,16 +163,16 @@ pub(super) fn locate(front: &Front, caller: &Caller, req: &pb::ReadRequest, budg
                 .with("size", version.size)
                 .with("limit", MAX_MEDIA_BYTES));
             }
-            return Ok(Located { target, entry, number, version, request, media: true });
+            return Ok(Located { target, entry, number, version, request, tokens, media: true });
         }
     }
     let version = text_version(front, &target, &entry, number)?;
-    Ok(Located { target, entry, number, version, request, media: false })
+    Ok(Located { target, entry, number, version, request, tokens, media: false })
 }
 
 /// Fetches the content of a located read and takes the slice.
 pub(super) fn finish(front: &Front, caller: &Caller, located: Located) -> Result<pb::ReadResponse> {
-    let Located { target, entry, number, version, request, media } = located;
+    let Located { target, entry, number, version, request, tokens, media } = located;
     let bytes = front.store.content(version.hash)?;
     if media {
         upsert_session(front, caller, entry.node, number);
@@ -116,7 +180,7 @@ pub(super) fn finish(front: &Front, caller: &Caller, located: Located) -> Result
             node_id: entry.node.to_string(),
             version: number,
             hash: version.hash.to_hex(),
-            text: Some(convert::text_info(&version.text)),
+            text: Some(convert::text_info(&version.text, version.charset())),
             path: target.path.to_string(),
             size: version.size,
             mime_type: media::detect(&bytes).to_owned(),
@@ -124,8 +188,10 @@ pub(super) fn finish(front: &Front, caller: &Caller, located: Located) -> Result
             ..Default::default()
         });
     }
-    let content = std::str::from_utf8(&bytes).map_err(|_| Error::internal("text content is not UTF-8"))?;
-    let slice = text::slice(content, request).map_err(|e| slice_error(e, &target.path))?;
+    let charset = version.charset();
+    let content = charset.decode(&bytes).ok_or_else(|| Error::internal("text content does not decode"))?;
+    let mut slice = text::slice(&content, request).map_err(|e| slice_error(e, &target.path))?;
+    let tokens = tokens.map_or(0, |budget| within_tokens(&mut slice, request, budget));
     upsert_session(front, caller, entry.node, number);
     Ok(pb::ReadResponse {
         content: slice.content,
@@ -137,12 +203,42 @@ pub(super) fn finish(front: &Front, caller: &Caller, located: Located) -> Result
         last_line: slice.last_line,
         truncated: slice.truncated,
         next: slice.next.map(|(start_line, start_char)| pb::TextPosition { start_line, start_char }),
-        text: Some(convert::text_info(&version.text)),
+        text: Some(convert::text_info(&version.text, charset)),
         path: target.path.to_string(),
         size: version.size,
-        mime_type: media::TEXT.to_owned(),
+        mime_type: media::shown(true, &version.mime_type).to_owned(),
         data: Vec::new(),
+        tokens,
     })
+}
+
+/// Cuts `slice` (taken with `request`) to the token budget, at a line end
+/// when one fits; returns its tokens.
+fn within_tokens(slice: &mut Slice, request: SliceRequest, budget: TokenBudget) -> u64 {
+    let (fits, tokens) = budget.tokenizer.prefix_within(&slice.content, budget.max);
+    if fits == slice.content.len() {
+        return tokens;
+    }
+    let kept = &slice.content[..fits];
+    let whole_lines = kept.matches('\n').count() as u64;
+    slice.next = Some(if kept.ends_with('\n') {
+        (slice.first_line + whole_lines, 0)
+    } else {
+        // Inside the first line, which may have started at `start_char`.
+        (slice.first_line, request.start_char + text::utf16_len(kept))
+    });
+    slice.last_line = match (whole_lines, kept.ends_with('\n')) {
+        (0, _) if kept.is_empty() => 0,
+        (lines, true) => slice.first_line + lines - 1,
+        (lines, false) => slice.first_line + lines,
+    };
+    if kept.is_empty() {
+        slice.first_line = 0;
+    }
+    slice.chars = text::utf16_len(kept);
+    slice.truncated = true;
+    slice.content.truncate(fits);
+    tokens
 }
 
 /// Up to ten reads under one shared budget; each outcome stands alone.
@@ -156,6 +252,7 @@ pub(super) fn read_many(front: &Front, caller: &Caller, req: &pb::ReadManyReques
         .field("reads"));
     }
     let mut budget = READ_MANY_BUDGET;
+    let mut tokens = TokenBudget::parse("", req.max_tokens, &req.tokenizer)?;
     let mut response = pb::ReadManyResponse::default();
     for (i, one) in req.reads.iter().enumerate() {
         let mut one = one.clone();
@@ -167,7 +264,7 @@ pub(super) fn read_many(front: &Front, caller: &Caller, req: &pb::ReadManyReques
                 &format!("reads[{i}].media"),
                 "ReadMany reads text; read media with Read, one file at a time.",
             ))
-        } else if budget < 2 {
+        } else if budget < 2 || tokens.is_some_and(|t| t.max < MIN_MAX_TOKENS) {
             Err(Error::new(
                 Reason::TooLarge,
                 "The shared output budget of this ReadMany is used up; read this file on its own.",
@@ -175,11 +272,14 @@ pub(super) fn read_many(front: &Front, caller: &Caller, req: &pb::ReadManyReques
             .with("limit", READ_MANY_BUDGET)
             .field(format!("reads[{i}]")))
         } else {
-            read(front, caller, &one, budget)
+            read_within(front, caller, &one, budget, tokens)
         };
         let outcome = match outcome {
             Ok(read) => {
                 budget -= text::utf16_len(&read.content);
+                if let Some(shared) = &mut tokens {
+                    shared.max -= read.tokens;
+                }
                 response.incomplete |= read.truncated;
                 pb::read_many_result::Outcome::Read(read)
             }

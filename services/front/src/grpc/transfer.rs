@@ -311,7 +311,7 @@ pub(super) fn open_download(front: &Front, caller: &Caller, req: &pb::DownloadRe
         version: number,
         hash: version.hash.to_hex(),
         size: version.size,
-        text: Some(convert::text_info(&version.text)),
+        text: Some(convert::text_info(&version.text, version.charset())),
         executable: version.executable,
     };
     let access = Access::new(caller, Need::Read, &target, &req.space, &req.path);

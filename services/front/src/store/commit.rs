@@ -537,12 +537,13 @@ impl Prepared {
 
 /// The index jobs a commit's changes call for (files only).
 fn index_jobs(commit: &Commit) -> Vec<IndexJob> {
-    let job = |node, op| IndexJob {
+    let job = |node, op, encoding| IndexJob {
         space: commit.space.id,
         revision: commit.revision(),
         node: Some(node),
         op,
         queued_ms: commit.time_ms,
+        encoding,
     };
     let mut latest: HashMap<&str, Option<&Entry>> = HashMap::with_capacity(commit.entries.len());
     for (path, entry) in &commit.entries {
@@ -553,9 +554,9 @@ fn index_jobs(commit: &Commit) -> Vec<IndexJob> {
         .iter()
         .filter(|change| change.node_kind == Kind::File)
         .filter_map(|change| match change.kind {
-            ChangeKind::Trashed | ChangeKind::Removed => Some(job(change.node, IndexOp::Delete)),
+            ChangeKind::Trashed | ChangeKind::Removed => Some(job(change.node, IndexOp::Delete, String::new())),
             // A move into another space leaves the source with an empty path.
-            ChangeKind::Moved if change.path == "/" => Some(job(change.node, IndexOp::Delete)),
+            ChangeKind::Moved if change.path == "/" => Some(job(change.node, IndexOp::Delete, String::new())),
             ChangeKind::Created
             | ChangeKind::Modified
             | ChangeKind::Restored
@@ -568,7 +569,7 @@ fn index_jobs(commit: &Commit) -> Vec<IndexJob> {
                     hash: entry.hash,
                     is_text: entry.is_text,
                 };
-                Some(job(change.node, op))
+                Some(job(change.node, op, entry.charset().name()))
             }
             ChangeKind::Mkdir => None,
         })

@@ -147,7 +147,14 @@ impl Store {
                         hash: record.hash,
                         is_text: record.text.is_text,
                     };
-                    let job = IndexJob { space: fork, revision: 1, node: Some(node), op, queued_ms: time_ms };
+                    let job = IndexJob {
+                        space: fork,
+                        revision: 1,
+                        node: Some(node),
+                        op,
+                        queued_ms: time_ms,
+                        encoding: record.charset().name(),
+                    };
                     rows.hashes.insert(record.hash);
                     rows.puts.push((Table::Versions, keys::version(fork, node, 1), encode(&record)));
                     rows.puts.push((Table::Queue, keys::queued(fork, 1, jobs), encode(&job)));
@@ -276,7 +283,7 @@ impl Store {
     /// Purges what a fork that was not published wrote. Its index jobs may
     /// have reached workers already, so a drop of its index follows them.
     fn abandon_fork(&self, fork: SpaceId) -> Result<()> {
-        let drop = IndexJob { space: fork, revision: 2, node: None, op: IndexOp::DropSpace, queued_ms: now_ms() };
+        let drop = IndexJob::drop_space(fork, 2);
         self.transact(|tx| {
             tx.put(Table::Queue, &keys::queued(fork, 2, 0), &encode(&drop))?;
             tx.put(Table::Spaces, &keys::deleted_space(fork), &[])

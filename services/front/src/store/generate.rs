@@ -17,6 +17,7 @@ use crate::media;
 use crate::path::SpacePath;
 use crate::system_files::{self, AGENT_MD, Function};
 use crate::text::TextMeta;
+use crate::text::encoding::Charset;
 
 /// What a generation wrote and what it left alone.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -151,7 +152,7 @@ impl Store {
                 hash,
                 size: bytes.len() as u64,
                 text,
-                mime_type: media::recorded(&text, &bytes),
+                mime_type: media::recorded(&text, Charset::UTF_8, &bytes),
                 principal: commit.principal.clone(),
                 operation: if force { "restore_default" } else { "generate" }.to_owned(),
                 revision: 0,

@@ -118,7 +118,7 @@ impl Store {
                 None => tx.scan_prefix(Table::Current, &prefix)?,
             };
             let current = current.into_iter().map(Ok);
-            let drop = IndexJob { space, revision, node: None, op: IndexOp::DropSpace, queued_ms: now_ms() };
+            let drop = IndexJob::drop_space(space, revision);
             let jobs = std::iter::once(Ok(drop)).chain(live_files(space, revision, current));
             queued = 0;
             for job in jobs {
@@ -207,7 +207,8 @@ fn live_files(
             }
             let path = String::from_utf8_lossy(&key[16..]).into_owned();
             let op = IndexOp::Upsert { path, version: entry.version, hash: entry.hash, is_text: entry.is_text };
-            Ok(Some(IndexJob { space, revision, node: Some(entry.node), op, queued_ms: now_ms() }))
+            let encoding = entry.charset().name();
+            Ok(Some(IndexJob { space, revision, node: Some(entry.node), op, queued_ms: now_ms(), encoding }))
         };
         job().transpose()
     })

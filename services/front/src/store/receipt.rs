@@ -72,7 +72,7 @@ mod tests {
         WriteOp {
             space: space.id,
             path: SpacePath::parse("/f").unwrap(),
-            body: WriteBody::Text("x".into()),
+            body: WriteBody::Text { text: "x".into(), encoding: None },
             mode: WriteMode::Overwrite,
             expected_version,
             operation: "write",

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use crate::error::{Error, Reason, Result};
 use crate::ids::{LeaseId, NodeId, SpaceId};
 use crate::text::TextMeta;
+use crate::text::encoding::Charset;
 
 /// A BLAKE3 content hash.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
@@ -134,6 +135,11 @@ pub struct Entry {
 impl Entry {
     pub fn is_dir(&self) -> bool {
         self.kind == Kind::Directory
+    }
+
+    /// The encoding of the latest version's text (UTF-8 when not text).
+    pub fn charset(&self) -> Charset {
+        Charset::of_mime_type(&self.mime_type)
     }
 }
 
@@ -284,6 +290,13 @@ pub struct VersionRecord {
     pub mime_type: String,
 }
 
+impl VersionRecord {
+    /// The encoding of the version's text (UTF-8 when not text).
+    pub fn charset(&self) -> Charset {
+        Charset::of_mime_type(&self.mime_type)
+    }
+}
+
 /// Size and reference count of a stored content blob.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlobMeta {
@@ -397,7 +410,10 @@ impl Record for RevisionRecord {
 impl Record for Receipt {}
 impl Record for ClaimRecord {}
 impl Record for SessionRead {}
-impl Record for IndexJob {}
+/// `encoding: ""`.
+impl Record for IndexJob {
+    const APPENDED: &'static [u8] = &[0];
+}
 impl Record for i64 {}
 impl Record for u64 {}
 
@@ -471,6 +487,16 @@ pub struct IndexJob {
     pub op: IndexOp,
     /// When the job was queued, for index lag in seconds.
     pub queued_ms: i64,
+    /// The text encoding of an upsert's content; empty (jobs queued before
+    /// encodings were recorded, and other jobs) means UTF-8.
+    pub encoding: String,
+}
+
+impl IndexJob {
+    /// A job that drops every document of `space`, queued now.
+    pub fn drop_space(space: SpaceId, revision: u64) -> Self {
+        Self { space, revision, node: None, op: IndexOp::DropSpace, queued_ms: now_ms(), encoding: String::new() }
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use crate::media;
 use crate::path::SpacePath;
 use crate::system_files;
 use crate::text::TextMeta;
+use crate::text::encoding::Charset;
 
 /// Longest space name, in characters.
 pub const MAX_SPACE_NAME_CHARS: usize = 128;
@@ -83,7 +84,7 @@ impl Store {
             hash: Hash::of(&agent_md),
             size: agent_md.len() as u64,
             text,
-            mime_type: media::recorded(&text, &agent_md),
+            mime_type: media::recorded(&text, Charset::UTF_8, &agent_md),
             principal: new.owner.clone(),
             operation: "generate".to_owned(),
             revision: 0,
@@ -142,13 +143,7 @@ impl Store {
                 let (key, receipt) = receipt.seal(&space);
                 (key, super::records::encode(&receipt))
             });
-            let drop_job = super::records::encode(&super::records::IndexJob {
-                space: id,
-                revision: space.revision + 1,
-                node: None,
-                op: super::records::IndexOp::DropSpace,
-                queued_ms: now_ms(),
-            });
+            let drop_job = super::records::encode(&super::records::IndexJob::drop_space(id, space.revision + 1));
             self.transact(|tx| {
                 let Some(stored) = tx.get(Table::Spaces, &keys::space(id))? else {
                     return Err(Error::space_not_found(&id.to_string()));

@@ -48,6 +48,8 @@ fn path(p: &str) -> SpacePath {
     SpacePath::parse(p).unwrap()
 }
 
+use crate::text::encoding::{self, Charset};
+
 /// What the model says a write does: the new tree, or the expected error.
 fn model_write(
     tree: &Tree,
@@ -76,16 +78,21 @@ fn model_write(
     if old.is_some() && mode == WriteMode::CreateNew {
         return Ok(None);
     }
+    // Text is stored in the encoding of the text file it replaces or extends.
+    let (meta, charset) = old.map_or((crate::text::TextMeta::NOT_TEXT, Charset::UTF_8), |old| encoding::classify(old));
+    let charset = if meta.is_text { charset } else { Charset::UTF_8 };
+    fn text_body(body: &[u8]) -> &str {
+        std::str::from_utf8(body).expect("text bodies are UTF-8")
+    }
     let content = match (old, mode) {
         (Some(old), WriteMode::Append) => {
-            if text && !body.is_empty() {
-                let meta = crate::text::TextMeta::analyze(old);
-                if !meta.is_text {
-                    return Err(if meta.is_utf8 { Reason::BinaryContent } else { Reason::NotUtf8 });
-                }
+            if text && !body.is_empty() && !meta.is_text {
+                return Err(Reason::BinaryContent);
             }
-            [old.as_slice(), body].concat()
+            let body = if text { charset.encode(text_body(body)).unwrap().into_owned() } else { body.to_vec() };
+            [old.as_slice(), &body].concat()
         }
+        _ if text => charset.encode_file(text_body(body)).unwrap(),
         _ => body.to_vec(),
     };
     if old == Some(&content) {
@@ -281,7 +288,7 @@ fn agrees_with_model(engine: Engine, ops: Vec<Op>) -> Result<(), TestCaseError> 
                 let body = CONTENTS[content];
                 let body_value = if text {
                     match std::str::from_utf8(body) {
-                        Ok(s) => WriteBody::Text(s.to_owned()),
+                        Ok(s) => WriteBody::Text { text: s.to_owned(), encoding: None },
                         Err(_) => continue,
                     }
                 } else {
@@ -733,7 +740,7 @@ on_both_engines! {
             let outcome = store.write(WriteOp {
                 space: space.id,
                 path: path(at),
-                body: WriteBody::Uploaded { upload, hash, text, mime_type: crate::media::recorded(&text, &body) },
+                body: WriteBody::Uploaded { upload, hash, text, mime_type: crate::media::recorded(&text, crate::text::encoding::Charset::UTF_8, &body) },
                 mode: WriteMode::Overwrite,
                 expected_version,
                 operation: "upload",

@@ -1,5 +1,6 @@
 //! `Write`: create, overwrite or append to a file.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::Store;
@@ -12,6 +13,7 @@ use crate::ids::{NodeId, SpaceId};
 use crate::media;
 use crate::path::SpacePath;
 use crate::text::TextMeta;
+use crate::text::encoding::{self, Charset};
 
 /// Who is making a change, recorded on every version it creates.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,8 +26,12 @@ pub struct Actor {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteBody {
-    /// Text content: the result must be a text file within the text limit.
-    Text(String),
+    /// Text content, stored in `encoding`, or when that is `None` in the
+    /// encoding of the file it replaces or extends (UTF-8 for a new file);
+    /// the result must be within the text limit.
+    Text { text: String, encoding: Option<Charset> },
+    /// Text encoded in `charset` already (an edit's bytes).
+    Encoded { bytes: Vec<u8>, charset: Charset },
     /// Raw bytes of any kind.
     Bytes(Vec<u8>),
     /// Raw bytes of any kind, staged in the store already (see
@@ -37,8 +43,22 @@ pub enum WriteBody {
 
 /// A write's body once it is out of the [`WriteOp`].
 enum Body {
-    Bytes { bytes: Arc<Vec<u8>>, text: bool },
-    Uploaded { upload: Uploaded, hash: Hash, text: TextMeta, mime_type: String },
+    /// UTF-8 text, stored in `encoding` (see [`WriteBody::Text`]).
+    Text {
+        utf8: Arc<Vec<u8>>,
+        encoding: Option<Charset>,
+    },
+    /// Bytes in `charset` when it is known, otherwise bytes of any kind.
+    Bytes {
+        bytes: Arc<Vec<u8>>,
+        charset: Option<Charset>,
+    },
+    Uploaded {
+        upload: Uploaded,
+        hash: Hash,
+        text: TextMeta,
+        mime_type: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,8 +108,9 @@ impl Store {
     pub fn write(&self, mut op: WriteOp) -> Result<WriteOutcome> {
         let _guard = self.lock_space(op.space);
         let body = match std::mem::replace(&mut op.body, WriteBody::Bytes(Vec::new())) {
-            WriteBody::Text(text) => Body::Bytes { bytes: Arc::new(text.into_bytes()), text: true },
-            WriteBody::Bytes(bytes) => Body::Bytes { bytes: Arc::new(bytes), text: false },
+            WriteBody::Text { text, encoding } => Body::Text { utf8: Arc::new(text.into_bytes()), encoding },
+            WriteBody::Encoded { bytes, charset } => Body::Bytes { bytes: Arc::new(bytes), charset: Some(charset) },
+            WriteBody::Bytes(bytes) => Body::Bytes { bytes: Arc::new(bytes), charset: None },
             WriteBody::Uploaded { upload, hash, text, mime_type } => {
                 if op.mode == WriteMode::Append {
                     return Err(Error::internal("staged content cannot be appended"));
@@ -137,25 +158,32 @@ impl Store {
         }
 
         let (content, size, hash, text, mime_type, limit) = match body {
-            Body::Bytes { bytes, text: text_body } => {
-                let bytes = match (&existing, op.mode) {
-                    (Some(entry), WriteMode::Append) if !bytes.is_empty() => {
-                        let previous =
-                            self.version(op.space, entry.node, entry.version)?.ok_or_else(|| missing_version(path))?;
-                        if *text_body && !previous.text.is_text {
-                            return Err(not_text(path, &previous.text));
-                        }
+            Body::Text { .. } | Body::Bytes { .. } => {
+                let previous = match &existing {
+                    Some(entry) if op.mode == WriteMode::Append => {
+                        Some(self.version(op.space, entry.node, entry.version)?.ok_or_else(|| missing_version(path))?)
+                    }
+                    _ => None,
+                };
+                let (bytes, charset) = self.encoded(path, body, existing.as_ref(), previous.as_ref())?;
+                let bytes = match (&existing, previous) {
+                    (Some(entry), Some(_)) if !bytes.is_empty() => {
                         let mut appended = self.content(entry.hash)?;
-                        appended.extend_from_slice(bytes);
+                        appended.extend_from_slice(&bytes);
                         Arc::new(appended)
                     }
-                    (Some(entry), WriteMode::Append) => Arc::new(self.content(entry.hash)?),
-                    _ => bytes.clone(),
+                    (Some(entry), Some(_)) => Arc::new(self.content(entry.hash)?),
+                    _ => bytes,
                 };
                 let limits = self.limits();
-                let limit = if *text_body { limits.max_text_bytes } else { limits.max_file_bytes };
-                let (size, hash, text) = (bytes.len() as u64, Hash::of(&bytes), TextMeta::analyze(&bytes));
-                let mime_type = media::recorded(&text, &bytes);
+                let limit =
+                    if matches!(body, Body::Text { .. }) { limits.max_text_bytes } else { limits.max_file_bytes };
+                let (text, charset) = match charset {
+                    Some(charset) => (encoding::classify_as(&bytes, charset), charset),
+                    None => encoding::classify(&bytes),
+                };
+                let (size, hash) = (bytes.len() as u64, Hash::of(&bytes));
+                let mime_type = media::recorded(&text, charset, &bytes);
                 (NewContent::Bytes(bytes), size, hash, text, mime_type, limit)
             }
             Body::Uploaded { upload, hash, text, mime_type } => {
@@ -229,6 +257,54 @@ impl Store {
     }
 }
 
+impl Store {
+    /// A text or bytes body as the bytes to store (to append, with
+    /// `previous` the version they extend) and their encoding when known.
+    fn encoded(
+        &self,
+        path: &SpacePath,
+        body: &Body,
+        existing: Option<&Entry>,
+        previous: Option<&VersionRecord>,
+    ) -> Result<(Arc<Vec<u8>>, Option<Charset>)> {
+        let file_charset = existing.filter(|e| e.is_text).map(|e| Charset::of_mime_type(&e.mime_type));
+        match body {
+            Body::Text { utf8, encoding } => {
+                if let Some(previous) = previous {
+                    if !previous.text.is_text && !utf8.is_empty() {
+                        return Err(not_text(path, &previous.text));
+                    }
+                    if let (Some(asked), Some(file)) = (encoding, file_charset)
+                        && *asked != file
+                    {
+                        return Err(Error::invalid_argument(
+                            "encoding",
+                            format!(
+                                "{path} is in {}; appended text is stored in it, not in {}.",
+                                file.name(),
+                                asked.name()
+                            ),
+                        ));
+                    }
+                }
+                let charset = encoding.or(file_charset).unwrap_or(Charset::UTF_8);
+                if charset.is_utf8() {
+                    return Ok((utf8.clone(), Some(charset)));
+                }
+                let text = std::str::from_utf8(utf8).map_err(|_| Error::internal("a text body is not UTF-8"))?;
+                let bytes = match previous {
+                    Some(_) => charset.encode(text).map(Cow::into_owned),
+                    None => charset.encode_file(text),
+                };
+                let bytes = bytes.map_err(|character| unrepresentable(path, charset, character))?;
+                Ok((Arc::new(bytes), Some(charset)))
+            }
+            Body::Bytes { bytes, charset } => Ok((bytes.clone(), *charset)),
+            Body::Uploaded { .. } => Err(Error::internal("staged content is not encoded")),
+        }
+    }
+}
+
 fn check_expected(path: &SpacePath, expected: Option<u64>, existing: Option<&Entry>) -> Result<()> {
     let Some(expected) = expected else {
         return Ok(());
@@ -258,15 +334,33 @@ fn not_a_file(path: &SpacePath) -> Error {
     Error::new(Reason::NotAFile, format!("{path} is a directory, not a file.")).with("path", path)
 }
 
-/// BINARY_CONTENT or NOT_UTF8 for a text operation on a non-text file.
+/// BINARY_CONTENT for a text operation on a file that is not text.
 pub fn not_text(path: &SpacePath, text: &TextMeta) -> Error {
-    if text.is_utf8 {
-        Error::new(Reason::BinaryContent, format!("{path} contains NUL bytes, so it is binary, not text."))
-            .with("path", path)
+    let message = if text.is_utf8 {
+        format!("{path} contains NUL bytes, so it is binary, not text.")
     } else {
-        Error::new(Reason::NotUtf8, format!("{path} is not valid UTF-8, so it cannot be used as text."))
-            .with("path", path)
-    }
+        format!(
+            "{path} is binary: it is not UTF-8, not UTF-16 with a byte-order mark, and no other encoding decodes it \
+             to text."
+        )
+    };
+    Error::new(Reason::BinaryContent, message).with("path", path)
+}
+
+/// UNREPRESENTABLE_TEXT: `character` of the text for `path` has no encoding
+/// in `charset`.
+pub fn unrepresentable(path: &SpacePath, charset: Charset, character: char) -> Error {
+    Error::new(
+        Reason::UnrepresentableText,
+        format!(
+            "{path} is stored in {}, which cannot hold {character:?} (U+{:04X}).",
+            charset.name(),
+            u32::from(character)
+        ),
+    )
+    .with("path", path)
+    .with("encoding", charset.name())
+    .with("character", format!("U+{:04X}", u32::from(character)))
 }
 
 fn missing_version(path: &SpacePath) -> Error {

@@ -38,6 +38,17 @@ pub struct Paging {
     pub page_size: u32,
 }
 
+/// A budget in tokens.
+#[derive(Debug, clap::Args)]
+pub struct TokenArgs {
+    /// Output budget in tokens (at least 4): the output ends at the last whole line that fits.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_tokens: u64,
+    /// The vocabulary tokens are counted in: o200k_base (GPT-4o and later) or cl100k_base.
+    #[arg(long, value_name = "NAME", default_value = "o200k_base")]
+    pub tokenizer: String,
+}
+
 impl Paging {
     /// Whether to ask for the page after one that returned `next`; when not,
     /// prints `next` so that no result is dropped silently.

@@ -48,6 +48,12 @@
 //! 11. Durable `Write`s at concurrency 64 while a path lease is held
 //!     elsewhere in the space, against the same without one (alternating,
 //!     two windows each): the cost of checking leases on the write path.
+//! 12. Reading a ~5 MiB text file (this repository's Rust sources, repeated)
+//!     from end to end in `Read` pages of 131,072 UTF-16 units, with tokens
+//!     counted (`max_tokens` above what a page holds, so the pages are the
+//!     same) and with a budget of 8,192 tokens a page, against the same
+//!     reads without: rounds taking turns, the fastest of each, against the
+//!     goal of counting costing at most 2x.
 //!
 //! Rate measurements run for a fixed wall time after a short warm-up and
 //! report calls/s with p50/p99 latency; the file sections time a fixed
@@ -60,7 +66,7 @@
 //! ```
 //!
 //! Sections: `writes`, `reads`, `overhead`, `big-file`, `subtree`, `http`,
-//! `mcp`, `fork`, `leases`, `patch` (needs this clone's git history), `database` (skipped when PostgreSQL's server does not start here;
+//! `mcp`, `fork`, `leases`, `tokens`, `patch` (needs this clone's git history), `database` (skipped when PostgreSQL's server does not start here;
 //! Debian's `postgresql` package provides it). With
 //! `AGENTVFS_BENCH_FRONT=PATH` the bench runs another build of the front (an
 //! older commit's, for a before/after comparison in one script; `database`
@@ -579,6 +585,111 @@ async fn bench_big_file() -> BigFile {
     }
     front.stop();
     BigFile { bytes, edit: Sequential::new(edits), read: Sequential::new(reads), write: Sequential::new(writes) }
+}
+
+/// The file the `tokens` section reads, and its size.
+const TOKENS_PATH: &str = "/tokens/sources.rs";
+const TOKENS_BYTES: usize = 5_000_000;
+/// Rounds of each kind of read in the `tokens` section; the fastest counts.
+const TOKENS_ROUNDS: usize = 5;
+
+/// This repository's Rust sources, repeated to about `bytes` bytes.
+fn source_text(bytes: usize) -> String {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() && !path.ends_with("target") && !path.ends_with(".git") {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."), &mut files);
+    files.sort();
+    let sources: String = files.iter().filter_map(|f| std::fs::read_to_string(f).ok()).collect();
+    assert!(!sources.is_empty(), "no Rust sources found");
+    let mut text = String::with_capacity(bytes + sources.len());
+    while text.len() < bytes {
+        text.push_str(&sources);
+    }
+    let mut end = text[..bytes].rfind('\n').map_or(bytes, |at| at + 1);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text
+}
+
+/// Reads [`TOKENS_PATH`] from end to end in pages of at most 131,072 UTF-16
+/// units and `max_tokens` tokens (0: no budget): seconds, pages, tokens.
+async fn read_through(fs: &mut FileSystemClient<Channel>, max_tokens: u64) -> (f64, u64, u64) {
+    let (mut offset, mut start_char, mut pages, mut tokens) = (1, 0, 0, 0);
+    let start = Instant::now();
+    loop {
+        let request = pb::ReadRequest {
+            space: SPACE.into(),
+            path: TOKENS_PATH.into(),
+            offset,
+            start_char,
+            limit: 1_000_000,
+            max_chars: 131_072,
+            max_tokens,
+            ..Default::default()
+        };
+        let page = fs.read(request).await.expect("read a page").into_inner();
+        (pages, tokens) = (pages + 1, tokens + page.tokens);
+        match page.next {
+            Some(next) => (offset, start_char) = (next.start_line, next.start_char),
+            None => return (start.elapsed().as_secs_f64(), pages, tokens),
+        }
+    }
+}
+
+async fn bench_tokens() -> Value {
+    let front = Front::start("group").await;
+    front.create_space().await;
+    let mut fs = FileSystemClient::new(front.try_connect().await.expect("connect"));
+    let text = source_text(TOKENS_BYTES);
+    let write = pb::WriteRequest {
+        space: SPACE.into(),
+        path: TOKENS_PATH.into(),
+        body: Some(pb::write_request::Body::Content(text.clone())),
+        ..Default::default()
+    };
+    fs.write(write).await.expect("write the file");
+    // (name, max_tokens): counted but never cut, then cut to a budget.
+    let kinds = [("plain", 0), ("tokens counted", 10_000_000), ("8,192-token pages", 8_192)];
+    read_through(&mut fs, 0).await;
+    let mut best = [(f64::MAX, 0, 0); 3];
+    for _ in 0..TOKENS_ROUNDS {
+        for (i, (_, max_tokens)) in kinds.iter().enumerate() {
+            let run = read_through(&mut fs, *max_tokens).await;
+            if run.0 < best[i].0 {
+                best[i] = run;
+            }
+        }
+    }
+    front.stop();
+    println!("{} bytes, {} lines; fastest of {TOKENS_ROUNDS} rounds", text.len(), text.lines().count());
+    println!("{:<20} {:>9} {:>7} {:>10} {:>9}", "reading", "seconds", "pages", "tokens", "/plain");
+    let plain = best[0].0;
+    let mut out = serde_json::Map::new();
+    for ((name, max_tokens), (secs, pages, tokens)) in kinds.iter().zip(best) {
+        println!("{name:<20} {secs:>9.3} {pages:>7} {tokens:>10} {:>8.2}x", secs / plain);
+        out.insert(
+            (*name).to_owned(),
+            json!({"max_tokens": max_tokens, "seconds": secs, "pages": pages, "tokens": tokens, "vs_plain": secs / plain}),
+        );
+    }
+    let counted = best[1].0 / plain;
+    let verdict = if counted <= 2.0 { "PASS" } else { "MISS" };
+    println!("goal: counting tokens at most 2x the plain read: {counted:.2}x {verdict}");
+    out.insert("counting_vs_plain".into(), ratio_json(counted, 2.0, verdict));
+    out.insert("bytes".into(), json!(text.len()));
+    Value::Object(out)
 }
 
 /// Path of the 200-byte file the read measurements read.
@@ -1607,8 +1718,10 @@ fn target_dir() -> PathBuf {
 
 /// The sections to run: those named on the command line, or all of them.
 fn sections() -> Vec<String> {
-    const ALL: [&str; 11] =
-        ["writes", "reads", "overhead", "big-file", "subtree", "fork", "leases", "database", "http", "mcp", "patch"];
+    const ALL: [&str; 12] = [
+        "writes", "reads", "overhead", "big-file", "subtree", "fork", "leases", "database", "http", "mcp", "tokens",
+        "patch",
+    ];
     // `cargo bench` passes `--bench`; the rest are section names.
     let named: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     for name in &named {
@@ -1826,6 +1939,11 @@ async fn main() {
         println!("\nMCP read tool calls, {MCP_CALLS} in a row per transport, one front");
         print_sequential_header();
         report.insert("mcp".into(), bench_mcp().await);
+    }
+
+    if runs("tokens") {
+        println!("\nA ~5 MiB text file read from end to end in Read pages, with and without tokens counted");
+        report.insert("tokens".into(), bench_tokens().await);
     }
 
     if runs("patch") {

@@ -133,6 +133,26 @@ async fn text_in_every_encoding_reads_as_its_text_and_says_its_encoding() {
 }
 
 #[tokio::test]
+async fn a_large_upload_in_another_encoding_is_text() {
+    let front = Front::start().await;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    // Several upload batches, so that the upload is staged as it arrives.
+    let text = JAPANESE.repeat(8_000);
+    let data = encode("shift_jis", &text);
+    assert!(data.len() > 1 << 20);
+    let header = pb::UploadHeader { space: "s".into(), path: "/big-sjis.txt".into(), ..Default::default() };
+    let mut messages = vec![pb::UploadChunk { part: Some(pb::upload_chunk::Part::Header(header)) }];
+    let chunk = |c: &[u8]| pb::UploadChunk { part: Some(pb::upload_chunk::Part::Data(c.to_vec())) };
+    messages.extend(data.chunks(100_000).map(chunk));
+    fs.upload(tokio_stream::iter(messages)).await.unwrap();
+    let read = fs.read(pb::ReadRequest { limit: 5, ..read("s", "/big-sjis.txt") }).await.unwrap().into_inner();
+    assert_eq!(read.text.unwrap().encoding, "shift_jis");
+    assert_eq!(read.content, JAPANESE);
+    assert_eq!(read.total_lines, 40_000);
+}
+
+#[tokio::test]
 async fn what_decodes_to_no_text_stays_binary() {
     let front = Front::start().await;
     front.space("s").await;
@@ -395,4 +415,45 @@ async fn pages_in_tokens_fit_their_budget_and_make_up_the_file() {
         .sum();
     assert!(spent <= 120 && spent > 60, "{spent}");
     assert!(many.incomplete);
+}
+
+#[tokio::test]
+async fn grep_pages_in_tokens_hold_every_match_once() {
+    let stack = Stack::start(&[]).await;
+    let mut fs = stocked(&stack.front).await;
+    let request = |max_tokens: u64, page_token: String| pb::GrepRequest {
+        space: "s".into(),
+        pattern: r"\p{Han}|\p{Cyrillic}|\p{Hangul}".into(),
+        output_mode: pb::GrepOutputMode::Content as i32,
+        context: 1,
+        max_tokens,
+        page_token,
+        ..Default::default()
+    };
+    let whole = fs.grep(request(0, String::new())).await.unwrap().into_inner();
+    assert!(whole.complete && whole.tokens == 0);
+    let key = |m: &pb::GrepMatch| (m.path.clone(), m.line_number);
+    let (mut paged, mut pages, mut token) = (Vec::new(), 0, String::new());
+    loop {
+        let page = fs.grep(request(150, token)).await.unwrap().into_inner();
+        let counted: u64 = page.matches.iter().map(|m| m.line.chars().count() as u64).sum();
+        assert!(
+            page.tokens <= 150 || page.matches.len() == 1,
+            "{} tokens in {} matches",
+            page.tokens,
+            page.matches.len()
+        );
+        assert!(page.tokens > 0 && counted > 0);
+        paged.extend(page.matches.iter().map(key));
+        pages += 1;
+        if page.complete {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    assert!(pages > 2, "{pages} pages");
+    assert_eq!(paged, whole.matches.iter().map(key).collect::<Vec<_>>());
+    let files =
+        pb::GrepRequest { output_mode: pb::GrepOutputMode::FilesWithMatches as i32, ..request(150, String::new()) };
+    assert_error(&fs.grep(files).await.unwrap_err(), Code::InvalidArgument, "INVALID_ARGUMENT");
 }

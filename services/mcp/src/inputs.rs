@@ -381,6 +381,12 @@ pub struct Grep {
     /// Search the tree as of this space revision (0 = now); ignored with a page_token.
     #[serde(default)]
     pub at_revision: u64,
+    /// `content` mode: a page's budget in tokens (at least 4) over its matches' lines and context; the page ends
+    /// before the match that would go over it (it holds at least one).
+    pub max_tokens: Option<u64>,
+    /// Vocabulary `max_tokens` counts in: `o200k_base` (default) or `cl100k_base`.
+    #[serde(default)]
+    pub tokenizer: Tokenizer,
 }
 
 impl Grep {
@@ -408,6 +414,8 @@ impl Grep {
             offset: self.offset,
             page_token: self.page_token,
             at_revision: self.at_revision,
+            max_tokens: self.max_tokens.unwrap_or(0),
+            tokenizer: self.tokenizer.name(),
             ..Default::default()
         }
     }

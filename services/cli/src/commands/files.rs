@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use agentvfs_proto::v1 as pb;
 
-use super::{Context, Paging, edits, read_input};
+use super::{Context, Paging, TokenArgs, edits, read_input};
 use crate::errors::{CliError, NEXT_ACTIONS, exit_code_for, spell_next_action};
 use crate::output::{self, line, note};
 
@@ -74,17 +74,6 @@ pub struct ReadArgs {
     max_chars: u64,
     #[command(flatten)]
     tokens: TokenArgs,
-}
-
-/// A budget in tokens.
-#[derive(Debug, clap::Args)]
-pub struct TokenArgs {
-    /// Output budget in tokens (at least 4): the output ends at the last whole line that fits.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    max_tokens: u64,
-    /// The vocabulary tokens are counted in: o200k_base (GPT-4o and later) or cl100k_base.
-    #[arg(long, value_name = "NAME", default_value = "o200k_base")]
-    tokenizer: String,
 }
 
 pub async fn read(ctx: &mut Context, args: ReadArgs) -> Result<(), CliError> {

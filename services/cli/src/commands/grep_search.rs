@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use agentvfs_proto::v1 as pb;
 
-use super::{Context, Paging};
+use super::{Context, Paging, TokenArgs};
 use crate::errors::CliError;
 use crate::output::{line, note};
 
@@ -88,6 +88,9 @@ pub struct GrepArgs {
     types: Vec<String>,
     #[command(flatten)]
     paging: Paging,
+    /// A page's budget in tokens, over its matches' lines and context (content mode).
+    #[command(flatten)]
+    tokens: TokenArgs,
 }
 
 pub async fn grep(ctx: &mut Context, args: GrepArgs) -> Result<(), CliError> {
@@ -119,6 +122,8 @@ pub async fn grep(ctx: &mut Context, args: GrepArgs) -> Result<(), CliError> {
             context: args.context,
             head_limit: (args.paging.page_size > 0).then_some(args.paging.page_size),
             page_token: token,
+            max_tokens: args.tokens.max_tokens,
+            tokenizer: args.tokens.tokenizer.clone(),
             ..Default::default()
         };
         let page = ctx.client.fs.grep(request).await?.into_inner();

@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::page_token::{PageToken, fingerprint};
 use crate::path::SpacePath;
 use crate::store::{Entry, ScanOptions, SpaceRecord, Store};
+use crate::text::tokens::TokenBudget;
 use crate::workers::{Priority, Workers};
 pub use query::GrepQuery;
 
@@ -287,7 +288,18 @@ async fn run(
             end.on_budget = false;
         }
         response.skipped.extend(result.skipped);
-        convert(query, &selection.files, result.entries, &mut response);
+        let mut entries = result.entries;
+        if let Some(budget) = query.tokens {
+            let (kept, tokens) = within_tokens(&entries, budget);
+            response.tokens = tokens;
+            if kept < entries.len() {
+                let last = &entries[kept - 1];
+                resume = Some((selection.files[last.file_index as usize].path.clone(), last.line_number));
+                end.on_budget = false;
+                entries.truncate(kept);
+            }
+        }
+        convert(query, &selection.files, entries, &mut response);
     }
     // Skipped files past the resume point are listed again on the page that visits them.
     response.skipped.extend(selection.skipped.iter().cloned());
@@ -435,6 +447,23 @@ fn check_result(
         return Err(format!("a skipped file the job does not name ({} bytes of path)", stray.path.len()));
     }
     Ok(())
+}
+
+/// How many of a page's first `entries` fit in `budget` tokens (at least
+/// one, so that every page makes progress), and their tokens: those of each
+/// match's line and context lines.
+fn within_tokens(entries: &[pb::GrepJobEntry], budget: TokenBudget) -> (usize, u64) {
+    let count = |text: &str| budget.tokenizer.count(text);
+    let mut spent = 0;
+    for (at, entry) in entries.iter().enumerate() {
+        let context = entry.before.iter().chain(&entry.after).map(|line| count(&line.text)).sum::<u64>();
+        let tokens = count(&entry.line) + context;
+        if at > 0 && spent + tokens > budget.max {
+            return (at, spent);
+        }
+        spent += tokens;
+    }
+    (entries.len(), spent)
 }
 
 /// Worker entries to response entries.

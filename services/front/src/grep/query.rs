@@ -6,6 +6,7 @@ use ignore::types::{Types, TypesBuilder};
 use crate::error::{Error, Reason, Result};
 use crate::glob::{Glob, GlobError};
 use crate::path::SpacePath;
+use crate::text::tokens::TokenBudget;
 
 /// Longest accepted pattern, in bytes.
 pub const MAX_PATTERN_BYTES: usize = 4096;
@@ -29,6 +30,8 @@ pub struct GrepQuery {
     pub before: u32,
     pub after: u32,
     pub head_limit: u32,
+    /// CONTENT mode: a page's budget in tokens.
+    pub tokens: Option<TokenBudget>,
     pub offset: u64,
     pub glob: Option<Glob>,
     pub types: Option<Types>,
@@ -93,6 +96,13 @@ impl GrepQuery {
                 .field("head_limit"));
             }
         };
+        let tokens = TokenBudget::parse("", req.max_tokens, &req.tokenizer)?;
+        if tokens.is_some() && mode != pb::GrepOutputMode::Content {
+            return Err(Error::invalid_argument(
+                "max_tokens",
+                "A budget in tokens applies to CONTENT mode, whose matches return text.",
+            ));
+        }
         let glob = match req.glob.as_str() {
             "" => None,
             g => Some(Glob::new(g).map_err(|e| {
@@ -135,6 +145,7 @@ impl GrepQuery {
             before,
             after,
             head_limit,
+            tokens,
             offset: req.offset,
             glob,
             types,

@@ -9,7 +9,7 @@ use crate::error::{Error, Reason, Result};
 use crate::media;
 use crate::path::SpacePath;
 use crate::store::{Entry, VersionRecord};
-use crate::text::tokens::Tokenizer;
+use crate::text::tokens::{MIN_MAX_TOKENS, TokenBudget};
 use crate::text::{self, Slice, SliceError, SliceRequest};
 
 /// `Read` defaults and bounds (UTF-16 units and lines).
@@ -21,38 +21,6 @@ const MAX_MEDIA_BYTES: u64 = 8 << 20;
 /// `ReadMany`: most reads and the shared output budget in UTF-16 units.
 const MAX_READS: usize = 10;
 const READ_MANY_BUDGET: u64 = 262_144;
-/// The smallest budget in tokens: room for any one character.
-const MIN_MAX_TOKENS: u64 = 4;
-
-/// A budget in tokens of a tokenizer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct TokenBudget {
-    pub tokenizer: Tokenizer,
-    pub max: u64,
-}
-
-impl TokenBudget {
-    /// The budget of a request's `max_tokens` and `tokenizer` fields
-    /// (`None` for no budget), named `prefix`… in errors.
-    fn parse(prefix: &str, max_tokens: u64, tokenizer: &str) -> Result<Option<Self>> {
-        let Some(tokenizer) = Tokenizer::for_name(tokenizer) else {
-            return Err(Error::invalid_argument(
-                &format!("{prefix}tokenizer"),
-                format!("Unknown tokenizer {tokenizer:?}; use o200k_base (the default) or cl100k_base."),
-            ));
-        };
-        match max_tokens {
-            0 => Ok(None),
-            max if max < MIN_MAX_TOKENS => Err(Error::invalid_argument(
-                &format!("{prefix}max_tokens"),
-                format!("max_tokens must be 0 (no budget) or at least {MIN_MAX_TOKENS}, not {max}."),
-            )
-            .with("limit", MIN_MAX_TOKENS)),
-            max => Ok(Some(Self { tokenizer, max })),
-        }
-    }
-}
-
 /// Files up to this size are read on the async runtime: their content is
 /// one cached chunk, so the read costs microseconds, less than handing it to
 /// the blocking pool. Larger files are read on the blocking pool. The

@@ -17,6 +17,7 @@ use crate::media;
 use crate::path::SpacePath;
 use crate::store::content::{self, ChunkReader, UploadId, Uploaded};
 use crate::store::{Actor, Hash, Store, WriteBody, WriteMode, WriteOp, WriteOutcome};
+use crate::text::encoding;
 use crate::text::{TextAnalyzer, TextMeta};
 
 /// Stored chunks (64 KiB each, one per `Download` message) read per store
@@ -151,7 +152,18 @@ pub(super) async fn receive_data(
         None => ReceivedBody::Bytes(pending),
         Some(staged) => {
             let text = text.finish();
-            ReceivedBody::Staged { staged, size, hash, text, mime_type: head.recorded(&text) }
+            let mime_type = head.recorded(&text);
+            let (text, mime_type) = match text.is_utf8 || size > store.limits().max_text_bytes {
+                true => (text, mime_type),
+                // Text in another encoding, perhaps: classified whole.
+                false => {
+                    let (id, chunks) = (staged.id, staging.next);
+                    let bytes = store.blocking(move |store| content::read_staged(store, id, chunks)).await?;
+                    let (text, charset) = encoding::classify(&bytes);
+                    (text, media::recorded(&text, charset, &bytes))
+                }
+            };
+            ReceivedBody::Staged { staged, size, hash, text, mime_type }
         }
     };
     let fingerprint = fingerprint.map_or([0; 32], |hasher| *hasher.finalize().as_bytes());

@@ -185,6 +185,16 @@ pub fn put_staged(store: &Store, upload: UploadId, first: u32, bytes: &[u8]) -> 
     })
 }
 
+/// The first `chunks` chunks of `upload`, as staged so far.
+pub fn read_staged(store: &Store, upload: UploadId, chunks: u32) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    for index in 0..chunks {
+        let chunk = store.get(Table::Content, &keys::upload_chunk(&upload, index))?.ok_or_else(collected)?;
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
 /// Stages `bytes` (content of more than one chunk) as a new upload, a few
 /// chunks per transaction.
 pub fn upload(store: &Store, bytes: &[u8]) -> Result<Uploaded> {

@@ -176,8 +176,8 @@ impl Store {
                     _ => bytes,
                 };
                 let limits = self.limits();
-                let limit =
-                    if matches!(body, Body::Text { .. }) { limits.max_text_bytes } else { limits.max_file_bytes };
+                let text_body = matches!(body, Body::Text { .. } | Body::Bytes { charset: Some(_), .. });
+                let limit = if text_body { limits.max_text_bytes } else { limits.max_file_bytes };
                 let (text, charset) = match charset {
                     Some(charset) => (encoding::classify_as(&bytes, charset), charset),
                     None => encoding::classify(&bytes),

@@ -229,6 +229,8 @@ pub fn classify(bytes: &[u8]) -> (TextMeta, Charset) {
         [0xFF, 0xFE, 0, 0, ..] | [0, 0, 0xFE, 0xFF, ..] => return not_text,
         [0xFF, 0xFE, ..] => Charset(UTF_16LE),
         [0xFE, 0xFF, ..] => Charset(UTF_16BE),
+        // Text in the other encodings has no NUL; most binary files do.
+        _ if bytes.contains(&0) => return not_text,
         _ => {
             let mut detector = EncodingDetector::new(Iso2022JpDetection::Deny);
             detector.feed(&bytes[..bytes.len().min(DETECT_BYTES)], true);

@@ -16,6 +16,12 @@
 
 use bpe_openai::Tokenizer as Bpe;
 
+use crate::error::{Error, Result};
+
+/// Bytes a token holds in text that [`Tokenizer::prefix_within`] expects to
+/// fit its budget whole.
+const LIKELY_BYTES_PER_TOKEN: u64 = 4;
+
 /// A vocabulary to count tokens in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Tokenizer {
@@ -64,6 +70,14 @@ impl Tokenizer {
     pub fn prefix_within(self, text: &str, budget: u64) -> (usize, u64) {
         let bpe = self.bpe();
         let count = |end: usize| bpe.count(&text[..end]) as u64;
+        // Text this short likely fits (English runs about four bytes a
+        // token): one count of it all then decides.
+        if text.len() as u64 <= budget.saturating_mul(LIKELY_BYTES_PER_TOKEN) {
+            let tokens = count(text.len());
+            if tokens <= budget {
+                return (text.len(), tokens);
+            }
+        }
         // Line ends, and the longest run of lines their summed counts allow.
         let mut ends = Vec::new();
         let mut sum = 0u64;
@@ -94,6 +108,38 @@ impl Tokenizer {
         }
         let fits = fitting.checked_sub(1).map_or(0, |last| ends[last]);
         (fits, count(fits))
+    }
+}
+
+/// The smallest budget in tokens: room for any one character.
+pub const MIN_MAX_TOKENS: u64 = 4;
+
+/// A budget in tokens of a tokenizer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenBudget {
+    pub tokenizer: Tokenizer,
+    pub max: u64,
+}
+
+impl TokenBudget {
+    /// The budget of a request's `max_tokens` and `tokenizer` fields
+    /// (`None` for no budget), named `prefix`… in errors.
+    pub fn parse(prefix: &str, max_tokens: u64, tokenizer: &str) -> Result<Option<Self>> {
+        let Some(tokenizer) = Tokenizer::for_name(tokenizer) else {
+            return Err(Error::invalid_argument(
+                &format!("{prefix}tokenizer"),
+                format!("Unknown tokenizer {tokenizer:?}; use o200k_base (the default) or cl100k_base."),
+            ));
+        };
+        match max_tokens {
+            0 => Ok(None),
+            max if max < MIN_MAX_TOKENS => Err(Error::invalid_argument(
+                &format!("{prefix}max_tokens"),
+                format!("max_tokens must be 0 (no budget) or at least {MIN_MAX_TOKENS}, not {max}."),
+            )
+            .with("limit", MIN_MAX_TOKENS)),
+            max => Ok(Some(Self { tokenizer, max })),
+        }
     }
 }
 

@@ -526,6 +526,41 @@ fn the_readme_lease_example_works_as_written() {
 }
 
 #[test]
+fn the_readme_encoding_example_works_as_written() {
+    let stack = Stack::start();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let section = &readme[readme.find("Text need not be UTF-8").unwrap()..];
+    let block = &section[section.find("```sh\n").unwrap() + 6..];
+    let block = &block[..block.find("```").unwrap()];
+    let binaries = std::path::Path::new(env!("CARGO_BIN_EXE_agentvfs")).parent().unwrap();
+    let path = format!("{}:{}", binaries.display(), std::env::var("PATH").unwrap_or_default());
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(format!("set -euo pipefail\n{block}"))
+        .env("PATH", path)
+        .env("AGENTVFS_ADDR", &stack.addr)
+        .env_remove("AGENTVFS_SPACE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(output.status.success(), "{block}\nfailed: {stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "created /notes/sjis.txt v1 (7 bytes)", "議事録 is six bytes in Shift_JIS");
+    assert!(lines[1].contains(r#""encoding":"shift_jis""#), "{stdout}");
+    assert_eq!(lines[2], "wrote /notes/sjis.txt v2 (14 bytes)", "議事録 ✓ in UTF-8");
+    assert!(stack.ok(&["read", "/notes/sjis.txt", "--json"]).contains(r#""encoding":"utf-8""#));
+
+    // Budgets in tokens: the output ends at a whole line, and says where more begins.
+    stack.ok(&["write", "/notes/long.md", "--content", &"a line of some words\n".repeat(50)]);
+    let out = stack.run(&["read", "/notes/long.md", "--max-tokens", "20"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "a line of some words\n".repeat(3));
+    assert_eq!(out.stderr, "/notes/long.md: lines 1-3 of 50; more from line 4\n");
+    let out = stack.run(&["read", "/notes/long.md", "--max-tokens", "20", "--tokenizer", "p50k_base"]);
+    assert_eq!(out.code, 2, "{out:?}");
+}
+
+#[test]
 fn next_actions_name_the_flags_of_the_command() {
     let stack = Stack::start();
     seed(&stack);

@@ -20,6 +20,7 @@
 //! | [`check_patch_round_trip`]   | both formats generated from a diff, then applied  |
 //! | [`check_utf16_offsets`]      | the UTF-16 offset functions of [`text`]           |
 //! | [`check_slice`]              | [`text::slice`] and [`TextMeta::analyze`]         |
+//! | [`check_token_slice`]        | [`text::Slice::within_tokens`] after a slice      |
 //! | [`check_request_decode`]     | decoding every request message, and its status    |
 
 use agentvfs_proto::v1 as pb;
@@ -35,6 +36,7 @@ use crate::page_token::PageToken;
 use crate::patch::{self, FileChange, FinalNewline, Format, HunkFailureKind};
 use crate::path::{MAX_DEPTH, MAX_PATH_BYTES, MAX_SEGMENT_BYTES, PathError, SpacePath};
 use crate::reference::{self, ITEM_PREFIX, Reference, SPACE_PREFIX, URI_PREFIX};
+use crate::text::tokens::{MIN_MAX_TOKENS, TokenBudget, Tokenizer};
 use crate::text::{self, SliceRequest, TextMeta};
 
 /// Asserts every invariant of a parsed path.
@@ -614,6 +616,42 @@ pub fn check_slice(text: &str, max_lines: u64, max_chars: u64) {
         match slice.next {
             Some(next) => {
                 assert!(next > position, "{text:?}: slice at {position:?} continues at {next:?}");
+                position = next;
+            }
+            None => {
+                assert_eq!(out, text, "following `next` did not reassemble the text");
+                return;
+            }
+        }
+    }
+    panic!("{text:?}: following `next` never ended");
+}
+
+/// [`text::slice`] cut to a budget in tokens ([`text::Slice::within_tokens`]):
+/// pages following `next` reassemble the text, none holds more tokens than
+/// the budget, each says how many it holds, and a page ends inside a line
+/// only when that line does not fit whole.
+pub fn check_token_slice(text: &str, max_chars: u64, max_tokens: u64) {
+    let budget = TokenBudget { tokenizer: Tokenizer::O200kBase, max: max_tokens.clamp(MIN_MAX_TOKENS, 1 << 20) };
+    let max_chars = max_chars.clamp(2, 1 << 20);
+    let mut position = (1, 0);
+    let mut out = String::new();
+    for _ in 0..=text.len() + 1 {
+        let request = SliceRequest { start_line: position.0, start_char: position.1, max_lines: u64::MAX, max_chars };
+        let mut slice = text::slice(text, request).unwrap_or_else(|e| panic!("{text:?} at {position:?}: {e}"));
+        let whole = slice.content.clone();
+        let tokens = slice.within_tokens(request, budget);
+        assert!(tokens <= budget.max, "{text:?}: a page of {tokens} tokens");
+        assert_eq!(tokens, budget.tokenizer.count(&slice.content));
+        assert_eq!(slice.chars, text::utf16_len(&slice.content));
+        assert!(!slice.content.is_empty() || text.is_empty(), "{text:?}: an empty page at {position:?}");
+        if slice.content.len() < whole.len() && !slice.content.ends_with('\n') {
+            assert!(!slice.content.contains('\n'), "{text:?}: a page cut inside a line that is not its first");
+        }
+        out.push_str(&slice.content);
+        match slice.next {
+            Some(next) => {
+                assert!(next > position, "{text:?}: page at {position:?} continues at {next:?}");
                 position = next;
             }
             None => {

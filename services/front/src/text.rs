@@ -223,6 +223,36 @@ pub struct Slice {
     pub chars: u64,
 }
 
+impl Slice {
+    /// Cuts the slice (taken with `request`) to `budget` tokens, at a line
+    /// end when one fits; returns its tokens.
+    pub fn within_tokens(&mut self, request: SliceRequest, budget: tokens::TokenBudget) -> u64 {
+        let (fits, tokens) = budget.tokenizer.prefix_within(&self.content, budget.max);
+        if fits == self.content.len() {
+            return tokens;
+        }
+        let kept = &self.content[..fits];
+        let (whole_lines, line_end) = (kept.matches('\n').count() as u64, kept.ends_with('\n'));
+        self.next = Some(match line_end {
+            true => (self.first_line + whole_lines, 0),
+            // Inside the first line, which may have started at `start_char`.
+            false => (self.first_line, request.start_char + utf16_len(kept)),
+        });
+        self.last_line = match (kept.is_empty(), line_end) {
+            (true, _) => 0,
+            (false, true) => self.first_line + whole_lines - 1,
+            (false, false) => self.first_line + whole_lines,
+        };
+        if kept.is_empty() {
+            self.first_line = 0;
+        }
+        self.chars = utf16_len(kept);
+        self.truncated = true;
+        self.content.truncate(fits);
+        tokens
+    }
+}
+
 /// Why a slice could not be taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SliceError {

@@ -10,7 +10,7 @@ use crate::media;
 use crate::path::SpacePath;
 use crate::store::{Entry, VersionRecord};
 use crate::text::tokens::{MIN_MAX_TOKENS, TokenBudget};
-use crate::text::{self, Slice, SliceError, SliceRequest};
+use crate::text::{self, SliceError, SliceRequest};
 
 /// `Read` defaults and bounds (UTF-16 units and lines).
 const DEFAULT_MAX_CHARS: u64 = 32_768;
@@ -159,7 +159,7 @@ pub(super) fn finish(front: &Front, caller: &Caller, located: Located) -> Result
     let charset = version.charset();
     let content = charset.decode(&bytes).ok_or_else(|| Error::internal("text content does not decode"))?;
     let mut slice = text::slice(&content, request).map_err(|e| slice_error(e, &target.path))?;
-    let tokens = tokens.map_or(0, |budget| within_tokens(&mut slice, request, budget));
+    let tokens = tokens.map_or(0, |budget| slice.within_tokens(request, budget));
     upsert_session(front, caller, entry.node, number);
     Ok(pb::ReadResponse {
         content: slice.content,
@@ -178,35 +178,6 @@ pub(super) fn finish(front: &Front, caller: &Caller, located: Located) -> Result
         data: Vec::new(),
         tokens,
     })
-}
-
-/// Cuts `slice` (taken with `request`) to the token budget, at a line end
-/// when one fits; returns its tokens.
-fn within_tokens(slice: &mut Slice, request: SliceRequest, budget: TokenBudget) -> u64 {
-    let (fits, tokens) = budget.tokenizer.prefix_within(&slice.content, budget.max);
-    if fits == slice.content.len() {
-        return tokens;
-    }
-    let kept = &slice.content[..fits];
-    let whole_lines = kept.matches('\n').count() as u64;
-    slice.next = Some(if kept.ends_with('\n') {
-        (slice.first_line + whole_lines, 0)
-    } else {
-        // Inside the first line, which may have started at `start_char`.
-        (slice.first_line, request.start_char + text::utf16_len(kept))
-    });
-    slice.last_line = match (whole_lines, kept.ends_with('\n')) {
-        (0, _) if kept.is_empty() => 0,
-        (lines, true) => slice.first_line + lines - 1,
-        (lines, false) => slice.first_line + lines,
-    };
-    if kept.is_empty() {
-        slice.first_line = 0;
-    }
-    slice.chars = text::utf16_len(kept);
-    slice.truncated = true;
-    slice.content.truncate(fits);
-    tokens
 }
 
 /// Up to ten reads under one shared budget; each outcome stands alone.

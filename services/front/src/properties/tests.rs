@@ -81,6 +81,14 @@ fn unicode_text() -> impl Strategy<Value = String> {
     prop::collection::vec(parts, 0..40).prop_map(|p| p.concat())
 }
 
+/// Text of words, spaces, scripts that take several tokens a character,
+/// and line breaks, runs of them included (a run of blank lines can be one
+/// token).
+fn prose() -> impl Strategy<Value = String> {
+    let parts = prop::sample::select(vec!["word ", "the", " ", "   ", "日本語", "😀", "\n", "\r\n", "\n\n", "x.y()"]);
+    prop::collection::vec(parts, 0..200).prop_map(|p| p.concat())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -154,6 +162,11 @@ proptest! {
     #[test]
     fn slice(text in unicode_text(), max_lines in 1u64..5, max_chars in 2u64..9) {
         check_slice(&text, max_lines, max_chars);
+    }
+
+    #[test]
+    fn token_slice(text in prose(), max_chars in 2u64..400, max_tokens in 4u64..40) {
+        check_token_slice(&text, max_chars, max_tokens);
     }
 
     #[test]

@@ -37,32 +37,43 @@ pub struct Stack {
 }
 
 pub fn listening_address(child: &mut Child) -> String {
+    try_listening_address(child).unwrap_or_else(|line| panic!("unexpected first line {line:?}"))
+}
+
+/// The address a process says it listens on, or the first line it printed
+/// instead (empty when it exited first).
+fn try_listening_address(child: &mut Child) -> Result<String, String> {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}")).to_owned()
+    line.trim().strip_prefix("listening on ").map(str::to_owned).ok_or(line)
 }
 
 impl Stack {
     pub fn start() -> Stack {
         let dir = server_binaries();
         let temp = tempfile::tempdir().unwrap();
-        // The worker must be told the front's address before the front exists.
-        let front_addr =
-            format!("127.0.0.1:{}", TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
-        let mut worker = Killed(
-            Command::new(dir.join("agentvfs-worker"))
-                .args(["--listen", "127.0.0.1:0", "--front", &front_addr, "--index-dir"])
-                .arg(temp.path().join("index"))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let worker_addr = listening_address(&mut worker.0);
-        let front = start_front(&front_addr, &worker_addr, temp.path(), &[]);
-        let stack = Stack { addr: front_addr, front, worker_addr, _worker: worker, temp };
-        stack.create_default_space();
-        stack
+        // The worker must be told the front's address before the front
+        // exists: a port that was free a moment ago, which another process
+        // can take first. Then both start again, on another.
+        for _ in 0..10 {
+            let front_addr =
+                format!("127.0.0.1:{}", TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+            let mut worker = Killed(
+                Command::new(dir.join("agentvfs-worker"))
+                    .args(["--listen", "127.0.0.1:0", "--front", &front_addr, "--index-dir"])
+                    .arg(temp.path().join("index"))
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            );
+            let worker_addr = listening_address(&mut worker.0);
+            let Some(front) = try_start_front(&front_addr, &worker_addr, temp.path(), &[]) else { continue };
+            let stack = Stack { addr: front_addr, front, worker_addr, _worker: worker, temp };
+            stack.create_default_space();
+            return stack;
+        }
+        panic!("no front started on a free port in 10 attempts");
     }
 
     /// Creates the space `default`, retrying while the front that just
@@ -162,6 +173,11 @@ impl Stack {
 
 /// A dev-mode front on `addr` with its store in `dir/data`, once it listens.
 fn start_front(addr: &str, worker: &str, dir: &std::path::Path, extra: &[&str]) -> Killed {
+    try_start_front(addr, worker, dir, extra).unwrap_or_else(|| panic!("the front did not start on {addr}"))
+}
+
+/// [`start_front`], or `None` when the front exits instead (its address taken).
+fn try_start_front(addr: &str, worker: &str, dir: &std::path::Path, extra: &[&str]) -> Option<Killed> {
     let mut front = Killed(
         Command::new(server_binaries().join("agentvfs-front"))
             .args(["--listen", addr, "--worker", worker, "--dev", "--rate-limit", "0", "--data-dir"])
@@ -172,8 +188,7 @@ fn start_front(addr: &str, worker: &str, dir: &std::path::Path, extra: &[&str]) 
             .spawn()
             .unwrap(),
     );
-    listening_address(&mut front.0);
-    front
+    try_listening_address(&mut front.0).ok().map(|_| front)
 }
 
 #[derive(Debug)]

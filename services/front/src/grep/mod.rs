@@ -453,11 +453,11 @@ fn check_result(
 /// one, so that every page makes progress), and their tokens: those of each
 /// match's line and context lines.
 fn within_tokens(entries: &[pb::GrepJobEntry], budget: TokenBudget) -> (usize, u64) {
-    let count = |text: &str| budget.tokenizer.count(text);
+    let mut counter = budget.tokenizer.counter();
     let mut spent = 0;
     for (at, entry) in entries.iter().enumerate() {
-        let context = entry.before.iter().chain(&entry.after).map(|line| count(&line.text)).sum::<u64>();
-        let tokens = count(&entry.line) + context;
+        let context = entry.before.iter().chain(&entry.after).map(|line| counter.count(&line.text)).sum::<u64>();
+        let tokens = counter.count(&entry.line) + context;
         if at > 0 && spent + tokens > budget.max {
             return (at, spent);
         }

@@ -14,6 +14,8 @@
 //! assert_eq!((fits, tokens), ("one two\n".len(), 3));
 //! ```
 
+use std::collections::HashMap;
+
 use bpe_openai::Tokenizer as Bpe;
 
 use crate::error::{Error, Result};
@@ -21,6 +23,16 @@ use crate::error::{Error, Result};
 /// Bytes a token holds in text that [`Tokenizer::prefix_within`] expects to
 /// fit its budget whole.
 const LIKELY_BYTES_PER_TOKEN: u64 = 4;
+
+/// The least text [`Tokenizer::count`] counts in parts on several cores, a
+/// part per this many bytes (about a millisecond of counting).
+const PARALLEL_BYTES: usize = 32 << 10;
+
+/// The cores counts can run on.
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
 
 /// A vocabulary to count tokens in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -57,9 +69,45 @@ impl Tokenizer {
         }
     }
 
-    /// Tokens of `text`.
+    /// Tokens of `text`. A long text is counted in parts on every core.
     pub fn count(self, text: &str) -> u64 {
-        self.bpe().count(text) as u64
+        self.count_in_parts(text, cores().min(text.len() / PARALLEL_BYTES))
+    }
+
+    /// Tokens of `text`, counted in about `parts` parts at once. A part ends
+    /// where no token can span the cut: after a line break followed by a
+    /// character that is neither white space nor `/` (the pieces the
+    /// vocabulary is applied to end at such a line break or before it,
+    /// but for punctuation with line breaks and slashes after it in
+    /// `o200k_base`), so the parts' counts add up to the whole's.
+    fn count_in_parts(self, text: &str, parts: usize) -> u64 {
+        if parts < 2 {
+            return self.counter().count(text);
+        }
+        let mut cuts = vec![0];
+        for part in 1..parts {
+            let from = (text.len() * part / parts).max(*cuts.last().unwrap_or(&0));
+            let after_break = text.as_bytes()[from..].iter().enumerate().filter(|(_, b)| **b == b'\n');
+            let cut = after_break
+                .map(|(at, _)| from + at + 1)
+                .find(|&at| text[at..].chars().next().is_some_and(|next| !next.is_whitespace() && next != '/'));
+            if let Some(at) = cut {
+                cuts.push(at);
+            }
+        }
+        cuts.push(text.len());
+        std::thread::scope(|scope| {
+            let counts: Vec<_> = cuts
+                .windows(2)
+                .map(|part| scope.spawn(move || self.counter().count(&text[part[0]..part[1]])))
+                .collect();
+            counts.into_iter().map(|count| count.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).sum()
+        })
+    }
+
+    /// A [`Counter`] for several texts, or parts of one.
+    pub fn counter<'t>(self) -> Counter<'t> {
+        Counter { bpe: self.bpe(), known: HashMap::new() }
     }
 
     /// The longest prefix of `text` within `budget` tokens that ends at a
@@ -68,12 +116,11 @@ impl Tokenizer {
     /// and its tokens. Tokens can span a line break (a run of blank lines is
     /// one), so a prefix's count is the count of its text, not a sum.
     pub fn prefix_within(self, text: &str, budget: u64) -> (usize, u64) {
-        let bpe = self.bpe();
-        let count = |end: usize| bpe.count(&text[..end]) as u64;
+        let mut counter = self.counter();
         // Text this short likely fits (English runs about four bytes a
         // token): one count of it all then decides.
         if text.len() as u64 <= budget.saturating_mul(LIKELY_BYTES_PER_TOKEN) {
-            let tokens = count(text.len());
+            let tokens = self.count(text);
             if tokens <= budget {
                 return (text.len(), tokens);
             }
@@ -83,7 +130,7 @@ impl Tokenizer {
         let mut sum = 0u64;
         let mut at = 0;
         for line in text.split_inclusive('\n') {
-            sum += bpe.count(line) as u64;
+            sum += counter.count(line);
             if sum > budget {
                 break;
             }
@@ -92,7 +139,7 @@ impl Tokenizer {
         }
         // The sum is near the true count; step back while the true count is over.
         while let Some(&end) = ends.last() {
-            let tokens = count(end);
+            let tokens = counter.count(&text[..end]);
             if tokens <= budget {
                 return (end, tokens);
             }
@@ -102,12 +149,42 @@ impl Tokenizer {
         // over its character boundaries (checked: a count can fall as text grows).
         let line = text.find('\n').map_or(text.len(), |at| at + 1);
         let ends: Vec<usize> = text[..line].char_indices().map(|(at, c)| at + c.len_utf8()).collect();
-        let mut fitting = ends.partition_point(|&end| count(end) <= budget);
-        while fitting > 0 && count(ends[fitting - 1]) > budget {
+        let mut fitting = ends.partition_point(|&end| counter.count(&text[..end]) <= budget);
+        while fitting > 0 && counter.count(&text[..ends[fitting - 1]]) > budget {
             fitting -= 1;
         }
         let fits = fitting.checked_sub(1).map_or(0, |last| ends[last]);
-        (fits, count(fits))
+        (fits, counter.count(&text[..fits]))
+    }
+}
+
+/// Counts tokens of texts that share their words, the pieces of text the
+/// vocabulary is applied to one by one (a word, a run of spaces, a line
+/// break, a number): each distinct piece is encoded once, then looked up.
+/// Source text repeats its words so much that this halves the time a count
+/// of this repository's sources takes (1.25 million tokens in 5 MB: 155–199
+/// ms encoded piece by piece, 94–96 ms with each distinct piece encoded
+/// once), with the same counts: a text's tokens are the sum of its pieces'.
+pub struct Counter<'t> {
+    bpe: &'static Bpe,
+    known: HashMap<&'t str, u64>,
+}
+
+impl std::fmt::Debug for Counter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counter").field("known", &self.known.len()).finish_non_exhaustive()
+    }
+}
+
+impl<'t> Counter<'t> {
+    /// Tokens of `text`.
+    pub fn count(&mut self, text: &'t str) -> u64 {
+        let (bpe, known) = (self.bpe, &mut self.known);
+        let mut tokens = 0;
+        for piece in bpe.split(text) {
+            tokens += *known.entry(piece).or_insert_with(|| bpe.bpe.count(piece.as_bytes()) as u64);
+        }
+        tokens
     }
 }
 
@@ -154,6 +231,31 @@ mod tests {
         assert_eq!(Tokenizer::Cl100kBase.bpe().encode("hello world"), [15339, 1917]);
         assert_eq!(Tokenizer::for_name(""), Some(Tokenizer::O200kBase));
         assert_eq!(Tokenizer::for_name("p50k_base"), None);
+    }
+
+    #[test]
+    fn a_long_text_counted_in_parts_counts_as_a_whole() {
+        let sources = [include_str!("tokens.rs"), include_str!("encoding.rs"), include_str!("../text.rs")].concat();
+        let text = format!("{sources}\n\n\u{3000}indented 日本語\n \n\t\n}}\n// a comment\n/* more */\n").repeat(8);
+        assert!(text.len() > 4 * PARALLEL_BYTES);
+        for tokenizer in [Tokenizer::O200kBase, Tokenizer::Cl100kBase] {
+            let whole = tokenizer.bpe().count(&text) as u64;
+            assert_eq!(tokenizer.count(&text), whole, "{tokenizer:?}");
+            for parts in 2..64 {
+                assert_eq!(tokenizer.count_in_parts(&text, parts), whole, "{tokenizer:?} in {parts} parts");
+            }
+        }
+    }
+
+    #[test]
+    fn a_counter_counts_as_the_encoder_does() {
+        let texts = [include_str!("tokens.rs"), include_str!("encoding.rs"), "日本語\n\n\n   x\r\n\t 😀 123456"];
+        for tokenizer in [Tokenizer::O200kBase, Tokenizer::Cl100kBase] {
+            let mut counter = tokenizer.counter();
+            for text in texts {
+                assert_eq!(counter.count(text), tokenizer.bpe().count(text) as u64, "{tokenizer:?}");
+            }
+        }
     }
 
     #[test]

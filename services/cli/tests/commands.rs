@@ -494,11 +494,11 @@ fn the_readme_walkthrough_works_as_written() {
     assert_eq!(stack.ok(&["--space", "experiment", "read", "/notes/plan.md"]), "# Plan\nscrap it\n");
 }
 
-#[test]
-fn the_readme_lease_example_works_as_written() {
-    let stack = Stack::start();
+/// Runs the first `sh` block of the README after `heading` with bash, the
+/// binaries under test on `PATH`, against `stack`; its standard output.
+fn run_readme_block(stack: &Stack, heading: &str) -> String {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let section = &readme[readme.find("To keep other agents off a folder").unwrap()..];
+    let section = &readme[readme.find(heading).unwrap()..];
     let block = &section[section.find("```sh\n").unwrap() + 6..];
     let block = &block[..block.find("```").unwrap()];
     let binaries = std::path::Path::new(env!("CARGO_BIN_EXE_agentvfs")).parent().unwrap();
@@ -514,6 +514,13 @@ fn the_readme_lease_example_works_as_written() {
         .unwrap();
     let stdout = String::from_utf8(output.stdout).unwrap();
     assert!(output.status.success(), "{block}\nfailed: {stdout}{}", String::from_utf8_lossy(&output.stderr));
+    stdout
+}
+
+#[test]
+fn the_readme_lease_example_works_as_written() {
+    let stack = Stack::start();
+    let stdout = run_readme_block(&stack, "To keep other agents off a folder");
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(
         lines[0].starts_with("wrote /notes/plan.md v1") || lines[0].starts_with("created /notes/plan.md v1"),
@@ -528,22 +535,7 @@ fn the_readme_lease_example_works_as_written() {
 #[test]
 fn the_readme_encoding_example_works_as_written() {
     let stack = Stack::start();
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    let section = &readme[readme.find("Text need not be UTF-8").unwrap()..];
-    let block = &section[section.find("```sh\n").unwrap() + 6..];
-    let block = &block[..block.find("```").unwrap()];
-    let binaries = std::path::Path::new(env!("CARGO_BIN_EXE_agentvfs")).parent().unwrap();
-    let path = format!("{}:{}", binaries.display(), std::env::var("PATH").unwrap_or_default());
-    let output = Command::new("bash")
-        .arg("-c")
-        .arg(format!("set -euo pipefail\n{block}"))
-        .env("PATH", path)
-        .env("AGENTVFS_ADDR", &stack.addr)
-        .env_remove("AGENTVFS_SPACE")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    assert!(output.status.success(), "{block}\nfailed: {stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = run_readme_block(&stack, "Text need not be UTF-8");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines[0], "created /notes/sjis.txt v1 (7 bytes)", "議事録 is six bytes in Shift_JIS");
     assert!(lines[1].contains(r#""encoding":"shift_jis""#), "{stdout}");

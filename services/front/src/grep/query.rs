@@ -96,7 +96,7 @@ impl GrepQuery {
                 .field("head_limit"));
             }
         };
-        let tokens = TokenBudget::parse("", req.max_tokens, &req.tokenizer)?;
+        let tokens = TokenBudget::parse(req.max_tokens, &req.tokenizer)?;
         if tokens.is_some() && mode != pb::GrepOutputMode::Content {
             return Err(Error::invalid_argument(
                 "max_tokens",

@@ -21,6 +21,7 @@ const MAX_MEDIA_BYTES: u64 = 8 << 20;
 /// `ReadMany`: most reads and the shared output budget in UTF-16 units.
 const MAX_READS: usize = 10;
 const READ_MANY_BUDGET: u64 = 262_144;
+
 /// Files up to this size are read on the async runtime: their content is
 /// one cached chunk, so the read costs microseconds, less than handing it to
 /// the blocking pool. Larger files are read on the blocking pool. The
@@ -99,7 +100,7 @@ pub(super) fn locate(front: &Front, caller: &Caller, req: &pb::ReadRequest, budg
         max_lines: if req.limit == 0 { DEFAULT_LINES } else { req.limit },
         max_chars: max_chars.min(budget).max(2),
     };
-    let tokens = TokenBudget::parse("", req.max_tokens, &req.tokenizer)?;
+    let tokens = TokenBudget::parse(req.max_tokens, &req.tokenizer)?;
     let (target, entry) = front.file_target(caller, &req.space, &req.path, &req.base, Need::Read, req.at_revision)?;
     let number = match req.version {
         0 => entry.version,
@@ -191,7 +192,7 @@ pub(super) fn read_many(front: &Front, caller: &Caller, req: &pb::ReadManyReques
         .field("reads"));
     }
     let mut budget = READ_MANY_BUDGET;
-    let mut tokens = TokenBudget::parse("", req.max_tokens, &req.tokenizer)?;
+    let mut tokens = TokenBudget::parse(req.max_tokens, &req.tokenizer)?;
     let mut response = pb::ReadManyResponse::default();
     for (i, one) in req.reads.iter().enumerate() {
         let mut one = one.clone();

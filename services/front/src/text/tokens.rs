@@ -200,18 +200,18 @@ pub struct TokenBudget {
 
 impl TokenBudget {
     /// The budget of a request's `max_tokens` and `tokenizer` fields
-    /// (`None` for no budget), named `prefix`… in errors.
-    pub fn parse(prefix: &str, max_tokens: u64, tokenizer: &str) -> Result<Option<Self>> {
+    /// (`None` for no budget).
+    pub fn parse(max_tokens: u64, tokenizer: &str) -> Result<Option<Self>> {
         let Some(tokenizer) = Tokenizer::for_name(tokenizer) else {
             return Err(Error::invalid_argument(
-                &format!("{prefix}tokenizer"),
+                "tokenizer",
                 format!("Unknown tokenizer {tokenizer:?}; use o200k_base (the default) or cl100k_base."),
             ));
         };
         match max_tokens {
             0 => Ok(None),
             max if max < MIN_MAX_TOKENS => Err(Error::invalid_argument(
-                &format!("{prefix}max_tokens"),
+                "max_tokens",
                 format!("max_tokens must be 0 (no budget) or at least {MIN_MAX_TOKENS}, not {max}."),
             )
             .with("limit", MIN_MAX_TOKENS)),

@@ -233,7 +233,9 @@ pub fn classify(bytes: &[u8]) -> (TextMeta, Charset) {
         _ if bytes.contains(&0) => return not_text,
         _ => {
             let mut detector = EncodingDetector::new(Iso2022JpDetection::Deny);
-            detector.feed(&bytes[..bytes.len().min(DETECT_BYTES)], true);
+            // A prefix is not the end: it may stop inside a character.
+            let prefix = &bytes[..bytes.len().min(DETECT_BYTES)];
+            detector.feed(prefix, prefix.len() == bytes.len());
             Charset(detector.guess(None, Utf8Detection::Deny))
         }
     };
@@ -295,6 +297,18 @@ mod tests {
         assert_eq!(classify(&be).1, charset("utf-16be"));
         assert!(!classify(&le[2..]).0.is_text, "UTF-16 without a byte-order mark has NUL bytes");
         assert!(!classify(b"\xff\xfe\0\0x\0\0\0").0.is_text);
+    }
+
+    #[test]
+    fn detection_looks_at_a_prefix_that_may_end_inside_a_character() {
+        let shift_jis = charset("shift_jis");
+        let line = "// 吾輩は猫である。名前はまだ無い。\nfn main() {}\n";
+        for pad in 0..2 {
+            let text = format!("{}{}", "x".repeat(pad), line.repeat(DETECT_BYTES / 40));
+            let bytes = shift_jis.encode(&text).unwrap();
+            assert!(bytes.len() > DETECT_BYTES);
+            assert_eq!(classify(&bytes).1, shift_jis, "padded by {pad}");
+        }
     }
 
     #[test]

@@ -63,8 +63,12 @@ pub(crate) struct Commit {
 /// A record a permanent removal deletes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Purge {
-    /// A history key of a removed path.
+    /// A history key whose state, of a removed node, adds nothing once
+    /// erased.
     History(Vec<u8>),
+    /// A history key whose state, of a removed node, becomes "nothing
+    /// here", so that the path's earlier state does not show through.
+    Erase(Vec<u8>),
     /// A version record, with the content reference it releases and the
     /// size of that content.
     Version {
@@ -322,7 +326,7 @@ impl Store {
             .flat_map(|c| c.purge.iter())
             .map(|purge| match purge {
                 Purge::Version { size, .. } => size.div_ceil(content::CHUNK_SIZE as u64),
-                Purge::History(_) | Purge::Node(_) => 0,
+                Purge::History(_) | Purge::Erase(_) | Purge::Node(_) => 0,
             })
             .sum();
         self.check_room(incoming, released)?;
@@ -454,6 +458,7 @@ fn write_commit(
     for purge in &commit.purge {
         match purge {
             Purge::History(key) => tx.delete(Table::History, key)?,
+            Purge::Erase(key) => tx.put(Table::History, key, &encode(&None::<Entry>))?,
             Purge::Version { key, hash, .. } => {
                 if tx.get(Table::Versions, key)?.is_some() {
                     tx.delete(Table::Versions, key)?;

@@ -2,11 +2,13 @@
 //! removal, rename and move, copy. Each works on a whole subtree and sees
 //! what the commit has already planned, so a batch of actions composes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::commit::{Commit, NewContent, NewVersion, Purge};
 use super::engine::{KeyRange, Table};
-use super::records::{Change, ChangeKind, Entry, Kind, NodeRecord, SpaceRecord, TrashRecord, VersionRecord, decode};
+use super::records::{
+    Change, ChangeKind, Entry, Kind, NodeRecord, RevisionRecord, SpaceRecord, TrashRecord, VersionRecord, decode,
+};
 use super::{Store, keys};
 use crate::error::{Error, Reason, Result};
 use crate::ids::{NodeId, SpaceId};
@@ -267,16 +269,18 @@ impl Commit {
         Ok((root, record.entries.len()))
     }
 
-    /// Deletes a subtree for good: its history, versions and nodes; content
-    /// no other version uses is freed. Returns the entries removed.
+    /// Deletes a subtree for good: its nodes, their versions and their
+    /// states in history, wherever they were (see [`Commit::forget`]);
+    /// content no other version uses is freed. Returns the entries removed.
     pub fn remove(&mut self, store: &Store, path: &SpacePath) -> Result<usize> {
         let subtree = self.existing_subtree(store, path)?;
         for (p, entry) in &subtree {
             self.plan(p.clone(), None);
             self.count_out(entry);
             self.change(ChangeKind::Removed, p, None, entry);
-            self.purge_node(store, p, entry.node)?;
+            self.purge_node(store, entry.node)?;
         }
+        self.forget(store, subtree.iter().map(|(p, e)| (p.to_string(), e.node)))?;
         Ok(subtree.len())
     }
 
@@ -288,22 +292,71 @@ impl Commit {
         for (p, entry) in &record.entries {
             let p = SpacePath::from_stored(p.clone());
             self.change(ChangeKind::Removed, &p, None, entry);
-            self.purge_node(store, &p, entry.node)?;
+            self.purge_node(store, entry.node)?;
         }
+        self.forget(store, record.entries.iter().map(|(p, e)| (p.clone(), e.node)))?;
         self.trash.push((keys::trash(self.space.id, node), None));
         Ok(record.entries.len())
     }
 
-    fn purge_node(&mut self, store: &Store, path: &SpacePath, node: NodeId) -> Result<()> {
-        for item in store.scan_prefix(Table::History, &keys::history_prefix(self.space.id, path.as_str())) {
-            self.purge.push(Purge::History(item?.0.to_vec()));
-        }
+    fn purge_node(&mut self, store: &Store, node: NodeId) -> Result<()> {
         for item in store.scan_prefix(Table::Versions, &keys::versions_prefix(self.space.id, node)) {
             let (key, value) = item?;
             let record: VersionRecord = decode(&value)?;
             self.purge.push(Purge::Version { key: key.to_vec(), hash: record.hash, size: record.size });
         }
         self.purge.push(Purge::Node(node));
+        Ok(())
+    }
+
+    /// Erases the states of removed nodes from history at every path they
+    /// held, given as `(path, node)`: each node's last path, and wherever
+    /// the revision log (and this commit) say it was since the compaction
+    /// floor. Below the floor, history keeps only each path's state at the
+    /// floor, and a node's state there outlives the floor only while the
+    /// node stays at that path, which a later move in the log names.
+    ///
+    /// An erased state becomes "nothing here" where an earlier state of the
+    /// path would otherwise show through, and is deleted where it adds
+    /// nothing, so a past revision shows neither the removed node nor a
+    /// node it had replaced. This reads the space's log since the floor:
+    /// a permanent removal costs a pass over it.
+    fn forget(&mut self, store: &Store, removed: impl Iterator<Item = (String, NodeId)>) -> Result<()> {
+        let mut paths = BTreeSet::new();
+        let mut nodes = HashSet::new();
+        for (path, node) in removed {
+            paths.insert(path);
+            nodes.insert(node);
+        }
+        let mut held = |change: &Change| {
+            if nodes.contains(&change.node) {
+                paths.insert(change.path.clone());
+                paths.extend(change.old_path.clone());
+            }
+        };
+        let space = self.space.id;
+        let log = KeyRange::new(keys::revlog(space, self.space.compacted_revision), keys::revlog(space, u64::MAX));
+        for item in store.range(Table::Revlog, log) {
+            let record: RevisionRecord = decode(&item?.1)?;
+            record.changes.iter().for_each(&mut held);
+        }
+        self.changes.iter().for_each(&mut held);
+        for path in &paths {
+            // Whether the path's state before the entry at hand is a node.
+            let mut shown = false;
+            for item in store.scan_prefix(Table::History, &keys::history_prefix(space, path)) {
+                let (key, value) = item?;
+                match decode::<Option<Entry>>(&value)? {
+                    Some(entry) if !nodes.contains(&entry.node) => shown = true,
+                    Some(_) if shown => {
+                        self.purge.push(Purge::Erase(key.to_vec()));
+                        shown = false;
+                    }
+                    Some(_) => self.purge.push(Purge::History(key.to_vec())),
+                    None => shown = false,
+                }
+            }
+        }
         Ok(())
     }
 

@@ -12,8 +12,9 @@
 //!   last save fails (`EDQUOT` past the quota, `ENOSPC` on a full store,
 //!   `EIO` without a front).
 //! - Content is fetched by version and kept by hash in a bounded cache
-//!   (`--cache-bytes`); attributes and listings are kept for a second, and
-//!   `Watch` drops the listings a change elsewhere makes stale.
+//!   (`--cache-bytes`); listings are kept for a second, names and
+//!   attributes in the kernel for longer, and `Watch` drops whatever a
+//!   change elsewhere makes stale, here and in the kernel.
 //! - mkdir, rename (a move when the folder changes, replacing the target as
 //!   rename(2) does, in one atomic batch), unlink and rmdir (to the trash)
 //!   are the service's own operations, never copies.
@@ -39,7 +40,7 @@ mod content;
 mod fs;
 mod remote;
 
-use self::fs::{MountFs, Options, Shared};
+use self::fs::{MountFs, Options, Shared, Stale};
 use self::remote::Remote;
 
 #[derive(Debug, clap::Args)]
@@ -140,7 +141,7 @@ pub async fn run(
             args.dir.display()
         ))
     })?;
-    let follower = tokio::spawn(follow(remote, root.clone(), shared));
+    let follower = tokio::spawn(follow(remote, root.clone(), shared, session.notifier()));
     eprintln!("agentvfs: {space}:{root} mounted on {}; Ctrl-C to unmount", args.dir.display());
 
     let mut poll = tokio::time::interval(Duration::from_millis(200));
@@ -192,16 +193,24 @@ fn detach(dir: &std::path::Path) -> Result<(), CliError> {
 }
 
 /// Follows the mounted folder's changes and drops what they make stale,
-/// connecting again after a failure (and forgetting every listing then,
-/// since changes may have been missed).
-async fn follow(remote: Remote, root: String, shared: std::sync::Arc<Shared>) {
+/// here and in the kernel, connecting again after a failure (and
+/// forgetting everything then, since changes may have been missed).
+async fn follow(remote: Remote, root: String, shared: std::sync::Arc<Shared>, notifier: fuser::Notifier) {
+    // A notice may wait for a call in the same folder to be answered: the
+    // kernel is told on a blocking thread, never on the runtime's.
+    let tell = |stale: Vec<Stale>| {
+        if !stale.is_empty() {
+            let notifier = notifier.clone();
+            tokio::task::spawn_blocking(move || stale.iter().for_each(|s| s.notify(&notifier)));
+        }
+    };
     loop {
         if let Ok(mut events) = remote.watch(&root).await {
             while let Ok(Some(event)) = events.message().await {
-                shared.seen(event.revision, &event.path, &event.old_path);
+                tell(shared.seen(event.revision, &event.path, &event.old_path));
             }
         }
-        shared.forget_listings();
+        tell(shared.forget_listings());
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }

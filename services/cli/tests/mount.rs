@@ -285,6 +285,27 @@ fn changes_made_elsewhere_appear_and_a_conflicting_save_keeps_the_draft() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
+    // A rename and a removal elsewhere show too, although the kernel had
+    // looked both names up and may keep names for longer than a second.
+    assert_eq!(std::fs::read_to_string(mnt.join("new.txt")).unwrap(), "new\n");
+    let batch = |name: &str, actions: &str| {
+        let file = stack.temp.path().join(format!("{name}.json"));
+        std::fs::write(&file, actions).unwrap();
+        stack.ok(&["batch", file.to_str().unwrap(), "--apply", "--idempotency-key", name]);
+    };
+    batch("rename-elsewhere", r#"[{"rename":{"path":"/w/new.txt","newName":"renamed.txt"}}]"#);
+    let started = Instant::now();
+    while mnt.join("new.txt").exists() || !mnt.join("renamed.txt").exists() {
+        assert!(started.elapsed() < Duration::from_secs(3), "the rename never showed on the mount");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    batch("trash-elsewhere", r#"[{"trash":{"path":"/w/renamed.txt"}}]"#);
+    let started = Instant::now();
+    while std::fs::metadata(mnt.join("renamed.txt")).is_ok() {
+        assert!(started.elapsed() < Duration::from_secs(3), "the removal never showed on the mount");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
     // Opened on the mount, changed through the service, then fsynced and
     // closed: the save fails with EIO, the server keeps its version, and
     // the draft is kept where the log says. The writer is a process of its

@@ -19,9 +19,16 @@ use fuser::{
 use super::content::ContentCache;
 use super::remote::{Child, Failure, Remote};
 
-/// How long the kernel may keep an attribute or a name, and how long a
-/// listing is reused: changes made elsewhere show within about this long.
+/// How long a listing is reused: changes made elsewhere show within about
+/// this long even when `Watch` is late to report them.
 const TTL: Duration = Duration::from_secs(1);
+
+/// How long the kernel may keep a name or an attribute. A change made
+/// elsewhere makes the kernel forget what it made stale as soon as `Watch`
+/// reports it (see [`Shared::seen`]), and a broken `Watch` makes it forget
+/// everything, so this is only the bound for a report that never came; a
+/// warm walk of the tree meanwhile costs the mount no call.
+const KERNEL_TTL: Duration = Duration::from_secs(10);
 
 /// Who owns every file of the mount, and how it may be changed.
 #[derive(Debug, Clone)]
@@ -177,12 +184,13 @@ fn name_of(name: &OsStr) -> Result<&str, Errno> {
 
 impl Shared {
     /// A change seen on `Watch`: forgets the listings it makes stale,
-    /// unless the change is this mount's own.
-    pub fn seen(&self, revision: u64, path: &str, old_path: &str) {
+    /// unless the change is this mount's own, and returns what the kernel
+    /// must forget.
+    pub fn seen(&self, revision: u64, path: &str, old_path: &str) -> Vec<Stale> {
         if lock(&self.own).contains(&revision) {
-            return;
+            return Vec::new();
         }
-        self.changed(path, old_path);
+        self.changed(path, old_path)
     }
 
     /// Remembers a revision this mount made.
@@ -222,18 +230,46 @@ impl Shared {
         taken
     }
 
-    /// Forgets the listings a change at `path` (and `old_path`) makes stale.
-    pub fn changed(&self, path: &str, old_path: &str) {
+    /// Forgets the listings a change at `path` (and `old_path`) makes
+    /// stale, and returns the names and inodes the kernel must forget.
+    pub fn changed(&self, path: &str, old_path: &str) -> Vec<Stale> {
         let mut state = lock(&self.state);
+        let mut stale = Vec::new();
         for changed in [path, old_path].into_iter().filter(|p| !p.is_empty()) {
             state.listings.remove(changed);
             state.listings.remove(split(changed).0);
+            stale.extend(state.stale(changed));
         }
+        stale
     }
 
-    /// Forgets every listing (the `Watch` stream broke: changes may be missed).
-    pub fn forget_listings(&self) {
-        lock(&self.state).listings.clear();
+    /// Forgets every listing (the `Watch` stream broke: changes may be
+    /// missed), and returns every name and inode the kernel may hold.
+    pub fn forget_listings(&self) -> Vec<Stale> {
+        let mut state = lock(&self.state);
+        state.listings.clear();
+        let paths: Vec<String> = state.inodes.keys().cloned().collect();
+        paths.iter().flat_map(|path| state.stale(path)).collect()
+    }
+}
+
+/// A name or an inode whose attributes the kernel may cache, made stale by
+/// a change elsewhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stale {
+    Name { parent: u64, name: String },
+    Inode(u64),
+}
+
+impl Stale {
+    /// Tells the kernel to forget it. The kernel may hold it no longer,
+    /// which is not an error.
+    pub fn notify(&self, notifier: &fuser::Notifier) {
+        let _ = match self {
+            Stale::Name { parent, name } => notifier.inval_entry(INodeNo(*parent), OsStr::new(name)),
+            // Attributes alone: an open of other content drops the pages.
+            Stale::Inode(inode) => notifier.inval_inode(INodeNo(*inode), -1, 0),
+        };
     }
 }
 
@@ -255,6 +291,19 @@ impl State {
         state.paths.insert(INodeNo::ROOT.0, root.to_owned());
         state.inodes.insert(root.to_owned(), INodeNo::ROOT.0);
         state
+    }
+
+    /// What the kernel may cache of `path`: its name in its folder, and its
+    /// inode's attributes.
+    fn stale(&self, path: &str) -> Vec<Stale> {
+        let mut stale = Vec::new();
+        if path != self.paths[&INodeNo::ROOT.0]
+            && let Some(&parent) = self.inodes.get(split(path).0)
+        {
+            stale.push(Stale::Name { parent, name: split(path).1.to_owned() });
+        }
+        stale.extend(self.inodes.get(path).map(|&inode| Stale::Inode(inode)));
+        stale
     }
 
     /// The inode of `path`, given to the kernel once more: counted in the
@@ -534,8 +583,10 @@ impl MountFs {
                         self.options.recovery.display()
                     ),
                 }
-                // The next open sees the server's version.
-                self.shared.changed(&path, "");
+                // The next open sees the server's version. The kernel was
+                // told of that version by `Watch` (and must not be told from
+                // a call it is waiting on).
+                drop(self.shared.changed(&path, ""));
                 Err(Errno::EIO)
             }
             Err(failure) => {
@@ -785,7 +836,7 @@ impl Filesystem for MountFs {
             Ok(self.attr(inode, Shape::of(&child), child.size, child.modified))
         })();
         match found {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Ok(attr) => reply.entry(&KERNEL_TTL, &attr, Generation(0)),
             Err(errno) => reply.error(errno),
         }
     }
@@ -793,7 +844,7 @@ impl Filesystem for MountFs {
     fn getattr(&self, _req: &Request, inode: INodeNo, _handle: Option<FileHandle>, reply: ReplyAttr) {
         let path = self.state().path(inode);
         match path.and_then(|path| self.attr_at(inode.0, &path)) {
-            Ok(attr) => reply.attr(&TTL, &attr),
+            Ok(attr) => reply.attr(&KERNEL_TTL, &attr),
             Err(errno) => reply.error(errno),
         }
     }
@@ -818,7 +869,7 @@ impl Filesystem for MountFs {
     ) {
         let executable = mode.map(|mode| mode & 0o111 != 0);
         match self.do_setattr(inode, size, executable, handle) {
-            Ok(attr) => reply.attr(&TTL, &attr),
+            Ok(attr) => reply.attr(&KERNEL_TTL, &attr),
             Err(errno) => reply.error(errno),
         }
     }
@@ -847,7 +898,7 @@ impl Filesystem for MountFs {
             Ok(self.attr(inode, Shape::Directory, 0, now))
         })();
         match made {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Ok(attr) => reply.entry(&KERNEL_TTL, &attr, Generation(0)),
             Err(errno) => reply.error(errno),
         }
     }
@@ -944,7 +995,13 @@ impl Filesystem for MountFs {
                 (file.hash.clone(), file.buffer.is_some())
             };
             let keep = self.state().keep_cache(inode.0, &hash, writing || buffered);
-            Ok((handle, if keep { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() }))
+            let mut flags = if keep { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() };
+            if !writing {
+                // Closing a descriptor that cannot write saves nothing: the
+                // kernel need not ask (the writers' own closes save).
+                flags |= FopenFlags::FOPEN_NOFLUSH;
+            }
+            Ok((handle, flags))
         })();
         match opened {
             Ok((handle, flags)) => reply.opened(FileHandle(handle), flags),
@@ -983,7 +1040,9 @@ impl Filesystem for MountFs {
             Ok((self.attr(inode, Shape::File { executable }, 0, now), handle))
         })();
         match created {
-            Ok((attr, handle)) => reply.created(&TTL, &attr, Generation(0), FileHandle(handle), FopenFlags::empty()),
+            Ok((attr, handle)) => {
+                reply.created(&KERNEL_TTL, &attr, Generation(0), FileHandle(handle), FopenFlags::empty())
+            }
             Err(errno) => reply.error(errno),
         }
     }

@@ -17,7 +17,10 @@
 //!   change elsewhere makes stale, here and in the kernel.
 //! - mkdir, rename (a move when the folder changes, replacing the target as
 //!   rename(2) does, in one atomic batch), unlink and rmdir (to the trash)
-//!   are the service's own operations, never copies.
+//!   are the service's own operations, never copies. Unlinks travel in
+//!   batches: done for the mount at once, they reach the service within
+//!   50 ms, and always before any other change or listing of the mount, on
+//!   fsync of a folder and at unmount.
 //! - Symbolic and hard links, device files and extended attributes are
 //!   `ENOTSUP`. The executable bit is each version's own: chmod(2) that
 //!   flips it saves a version, and a file created with any `x` bit has it.
@@ -141,7 +144,8 @@ pub async fn run(
             args.dir.display()
         ))
     })?;
-    let follower = tokio::spawn(follow(remote, root.clone(), shared, session.notifier()));
+    let follower = tokio::spawn(follow(remote, root.clone(), shared.clone(), session.notifier()));
+    let settler = tokio::spawn(settle_removals(shared.clone()));
     eprintln!("agentvfs: {space}:{root} mounted on {}; Ctrl-C to unmount", args.dir.display());
 
     let mut poll = tokio::time::interval(Duration::from_millis(200));
@@ -156,10 +160,18 @@ pub async fn run(
     if !unmounted {
         detach(&args.dir)?;
     }
+    // Files still open are served on, so their removals keep going out;
+    // the last ones are sent once serving stops.
     // Files still open on the mount are served until they are closed, for
     // a while; then the process exits, and they fail with ENOTCONN.
     let stopped = tokio::task::spawn_blocking(move || session.join());
-    match tokio::time::timeout(STOP_GRACE, stopped).await {
+    let stopped = tokio::time::timeout(STOP_GRACE, stopped).await;
+    settler.abort();
+    let settled = tokio::task::spawn_blocking(move || shared.settle()).await;
+    if let Ok(Err(failure)) = settled {
+        eprintln!("agentvfs: files removed on the mount may still be on the service: {failure}");
+    }
+    match stopped {
         Ok(Ok(Ok(()))) => eprintln!("agentvfs: unmounted {}", args.dir.display()),
         Ok(Ok(Err(error))) => return Err(CliError::Other(format!("unmounting {}: {error}", args.dir.display()))),
         Ok(Err(error)) => return Err(CliError::Other(error.to_string())),
@@ -169,6 +181,20 @@ pub async fn run(
         ),
     }
     Ok(())
+}
+
+/// Sends the files unlinked on the mount to the trash once the oldest has
+/// waited [`fs::REMOVAL_DELAY`] for others to share its call.
+async fn settle_removals(shared: std::sync::Arc<Shared>) {
+    let mut tick = tokio::time::interval(fs::REMOVAL_DELAY / 2);
+    loop {
+        tick.tick().await;
+        if shared.removals_due() {
+            let shared = shared.clone();
+            // Without a front they wait, and the next call says so.
+            let _ = tokio::task::spawn_blocking(move || shared.settle()).await;
+        }
+    }
 }
 
 /// How long files still open at unmount keep being served.

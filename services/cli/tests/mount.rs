@@ -192,6 +192,44 @@ fn git_cp_and_grep_work_on_a_mount_and_every_save_is_a_version() {
     assert!(!mounted(&mnt), "still mounted after SIGTERM");
 }
 
+/// The revision of the stack's space.
+fn revision(stack: &Stack) -> u64 {
+    let spaces = stack.ok(&["space", "list"]);
+    let line = spaces.lines().find(|line| line.starts_with("default\t")).unwrap_or_else(|| panic!("{spaces}"));
+    line.rsplit("\tr").next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn unlinks_travel_in_batches_and_in_order() {
+    let stack = Stack::start();
+    stack.ok(&["write", "/r/keep.txt", "--content", "keep\n"]);
+    let mnt = stack.temp.path().join("mnt");
+    let mount = Mount::start(&stack, "/r", &mnt, &[]);
+    sh(&mnt, "mkdir many && for i in $(seq 45); do echo $i > many/f$i; done");
+
+    // Gone from the service once `rm -r` returns (the folder's removal sends
+    // the files' first), in a few calls rather than one a file.
+    let before = revision(&stack);
+    sh(&mnt, "rm -r many");
+    assert_eq!(stack.run(&["ls", "/r/many"]).code, 3, "{}", mount.log());
+    let calls = revision(&stack) - before;
+    assert!(calls <= 12, "46 removals took {calls} revisions");
+
+    // A lone unlink reaches the service with nothing else sent after it.
+    sh(&mnt, "rm keep.txt");
+    let started = Instant::now();
+    while stack.run(&["ls", "/r/keep.txt"]).code != 3 {
+        assert!(started.elapsed() < Duration::from_secs(2), "the unlink never reached the service");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // An unlink, then a new file at the same path: in that order.
+    sh(&mnt, "echo one > again.txt && rm again.txt && echo two > again.txt");
+    let on_server = stack.ok(&["read", "/r/again.txt"]);
+    assert!(on_server.contains("two") && !on_server.contains("one"), "{on_server}");
+    assert_eq!(std::fs::read_to_string(mnt.join("again.txt")).unwrap(), "two\n");
+}
+
 #[test]
 fn the_executable_bit_is_kept_both_ways() {
     let stack = Stack::start();

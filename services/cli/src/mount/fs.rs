@@ -59,7 +59,37 @@ pub struct Shared {
     /// Revisions this mount made, whose changes its listings already show:
     /// their `Watch` events change nothing here.
     own: Mutex<VecDeque<u64>>,
+    removals: Removals,
 }
+
+/// Files unlinked here, on their way to the trash. As on a local disk, an
+/// unlink is done for this mount at once and durable later: the removals
+/// go to the front as batches of up to [`BATCH_ACTIONS`] trash actions,
+/// before any call that could see their paths (a listing, a save, any
+/// other change), once the oldest is [`REMOVAL_DELAY`] old, on fsync of a
+/// folder, and at unmount. So `rm -r` of a folder of 50 files is three
+/// calls, not 50; a folder's own removal (rmdir) is sent at once.
+#[derive(Debug)]
+struct Removals {
+    remote: Remote,
+    queue: Mutex<Queued>,
+    /// Held while removals are sent: a call that must come after them
+    /// waits for those already on their way.
+    sending: Mutex<()>,
+}
+
+#[derive(Debug, Default)]
+struct Queued {
+    paths: VecDeque<String>,
+    /// When the oldest of `paths` was queued.
+    since: Option<Instant>,
+}
+
+/// Actions in one `Batch` (SPEC §7).
+const BATCH_ACTIONS: usize = 20;
+
+/// How long an unlink may wait for others to share its call.
+pub const REMOVAL_DELAY: Duration = Duration::from_millis(50);
 
 /// How many of its own revisions the mount remembers.
 const OWN_REVISIONS: usize = 4096;
@@ -243,6 +273,75 @@ impl Shared {
         stale
     }
 
+    /// Queues the removal of `path` (see [`Removals`]); sends the queue
+    /// first when it is full.
+    fn remove_later(&self, path: &str) -> Result<(), Failure> {
+        if lock(&self.removals.queue).paths.len() >= BATCH_ACTIONS {
+            self.settle()?;
+        }
+        let mut queue = lock(&self.removals.queue);
+        queue.paths.push_back(path.to_owned());
+        queue.since.get_or_insert_with(Instant::now);
+        Ok(())
+    }
+
+    /// Whether the oldest queued removal has waited [`REMOVAL_DELAY`].
+    pub fn removals_due(&self) -> bool {
+        lock(&self.removals.queue).since.is_some_and(|since| since.elapsed() >= REMOVAL_DELAY)
+    }
+
+    /// Sends every queued removal, in order. Without an answer from the
+    /// front, they stay queued and the caller fails with `EIO`; a removal
+    /// the front refuses otherwise is logged, and the file shows again.
+    pub fn settle(&self) -> Result<(), Failure> {
+        let _turn = lock(&self.removals.sending);
+        loop {
+            let paths: Vec<String> = {
+                let mut queue = lock(&self.removals.queue);
+                let count = queue.paths.len().min(BATCH_ACTIONS);
+                if count == 0 {
+                    queue.since = None;
+                    return Ok(());
+                }
+                queue.paths.drain(..count).collect()
+            };
+            if let Err(failure) = self.send_removals(&paths) {
+                let mut queue = lock(&self.removals.queue);
+                for path in paths.into_iter().rev() {
+                    queue.paths.push_front(path);
+                }
+                return Err(failure);
+            }
+        }
+    }
+
+    fn send_removals(&self, paths: &[String]) -> Result<(), Failure> {
+        let trash = |path: &String| pb::batch_action::Action::Trash(pb::TrashAction { path: path.clone() });
+        match self.removals.remote.batch(paths.iter().map(trash).collect()) {
+            Ok(revision) => {
+                self.made(revision);
+                Ok(())
+            }
+            // Removed elsewhere meanwhile, which is what was asked; the
+            // batch changed nothing, so the others go one by one.
+            Err(Failure::Errno(Errno::ENOENT, _)) if paths.len() > 1 => {
+                paths.iter().try_for_each(|path| self.send_removals(std::slice::from_ref(path)))
+            }
+            Err(Failure::Errno(Errno::ENOENT, _)) => Ok(()),
+            Err(failure @ Failure::Errno(Errno::EIO, _)) => {
+                eprintln!("agentvfs mount: removals wait for the front: {failure}");
+                Err(failure)
+            }
+            Err(failure) => {
+                eprintln!("agentvfs mount: {} could not be removed ({failure}); shown again", paths.join(", "));
+                // The kernel forgot the names when they were unlinked: the
+                // next lookups come here, and find them again.
+                drop(self.forget_listings());
+                Ok(())
+            }
+        }
+    }
+
     /// Forgets every listing (the `Watch` stream broke: changes may be
     /// missed), and returns every name and inode the kernel may hold.
     pub fn forget_listings(&self) -> Vec<Stale> {
@@ -417,7 +516,8 @@ impl MountFs {
     pub fn new(remote: Remote, root: &str, options: Options) -> MountFs {
         let state = State::new(root);
         let content = Mutex::new(ContentCache::new(options.cache_bytes));
-        let shared = Arc::new(Shared { state: Mutex::new(state), own: Mutex::new(VecDeque::new()) });
+        let removals = Removals { remote: remote.clone(), queue: Mutex::default(), sending: Mutex::new(()) };
+        let shared = Arc::new(Shared { state: Mutex::new(state), own: Mutex::new(VecDeque::new()), removals });
         MountFs { remote, options, shared, content, mounted: SystemTime::now() }
     }
 
@@ -481,11 +581,18 @@ impl MountFs {
         {
             return Ok(listing.children.clone());
         }
+        self.shared.settle()?;
         let fetched = Instant::now();
         let children = Arc::new(self.remote.list(path)?);
         let listing = Listing { fetched, children: children.clone() };
         self.state().listings.insert(path.to_owned(), listing);
         Ok(children)
+    }
+
+    /// The entries of the folder `path` on the front now, after the
+    /// removals on their way.
+    fn listing_now(&self, path: &str) -> Result<Vec<Child>, Errno> {
+        self.shared.settle().and_then(|()| self.remote.list(path)).map_err(|failure| failure.errno())
     }
 
     /// The attributes of the inode at `path`.
@@ -549,6 +656,7 @@ impl MountFs {
             state.paths.get(&file.inode).cloned().ok_or(Errno::ENOENT)?
         };
         let bytes = file.buffer.as_deref().unwrap_or_default();
+        self.shared.settle().map_err(|failure| failure.errno())?;
         match self.remote.save(&path, file.version, file.executable, bytes) {
             Ok(saved) => {
                 self.shared.made(saved.revision);
@@ -655,6 +763,7 @@ impl MountFs {
     }
 
     fn apply(&self, actions: Vec<pb::batch_action::Action>) -> Result<(), Errno> {
+        self.shared.settle().map_err(|failure| failure.errno())?;
         match self.remote.batch(actions) {
             Ok(revision) => {
                 self.shared.made(revision);
@@ -684,13 +793,18 @@ impl MountFs {
 
     fn trash(&self, path: &str) -> Result<(), Errno> {
         self.apply(vec![pb::batch_action::Action::Trash(pb::TrashAction { path: path.to_owned() })])?;
+        self.removed(path);
+        Ok(())
+    }
+
+    /// `path` is gone, by this mount's doing.
+    fn removed(&self, path: &str) {
         let mut state = self.state();
         state.remove(path);
         state.listings.remove(path);
         drop(state);
         let (folder, name) = split(path);
         self.shared.take(folder, name);
-        Ok(())
     }
 
     fn do_rename(&self, from: &str, to: &str, flags: RenameFlags) -> Result<(), Errno> {
@@ -708,7 +822,7 @@ impl MountFs {
             match (source.directory, target.directory) {
                 (false, true) => return Err(Errno::EISDIR),
                 (true, false) => return Err(Errno::ENOTDIR),
-                (true, true) if !self.remote.list(to).map_err(|f| f.errno())?.is_empty() => {
+                (true, true) if !self.listing_now(to)?.is_empty() => {
                     return Err(Errno::ENOTEMPTY);
                 }
                 _ => {}
@@ -911,7 +1025,9 @@ impl Filesystem for MountFs {
             if self.child(&path)?.ok_or(Errno::ENOENT)?.directory {
                 return Err(Errno::EISDIR);
             }
-            self.trash(&path)
+            self.shared.remove_later(&path).map_err(|failure| failure.errno())?;
+            self.removed(&path);
+            Ok(())
         })();
         match removed {
             Ok(()) => reply.ok(),
@@ -926,7 +1042,7 @@ impl Filesystem for MountFs {
             if !self.child(&path)?.ok_or(Errno::ENOENT)?.directory {
                 return Err(Errno::ENOTDIR);
             }
-            if !self.remote.list(&path).map_err(|failure| failure.errno())?.is_empty() {
+            if !self.listing_now(&path)?.is_empty() {
                 return Err(Errno::ENOTEMPTY);
             }
             self.trash(&path)
@@ -1233,6 +1349,13 @@ impl Filesystem for MountFs {
     fn releasedir(&self, _req: &Request, _inode: INodeNo, handle: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
         self.state().folders.remove(&handle.0);
         reply.ok();
+    }
+
+    fn fsyncdir(&self, _req: &Request, _inode: INodeNo, _handle: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        match self.shared.settle() {
+            Ok(()) => reply.ok(),
+            Err(failure) => reply.error(failure.errno()),
+        }
     }
 
     fn statfs(&self, _req: &Request, _inode: INodeNo, reply: ReplyStatfs) {

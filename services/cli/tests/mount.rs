@@ -192,6 +192,16 @@ fn git_cp_and_grep_work_on_a_mount_and_every_save_is_a_version() {
     assert!(!mounted(&mnt), "still mounted after SIGTERM");
 }
 
+/// Waits until `done` holds, failing after `limit` with what should have
+/// happened.
+fn within(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "not within {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The revision of the stack's space.
 fn revision(stack: &Stack) -> u64 {
     let spaces = stack.ok(&["space", "list"]);
@@ -217,11 +227,7 @@ fn unlinks_travel_in_batches_and_in_order() {
 
     // A lone unlink reaches the service with nothing else sent after it.
     sh(&mnt, "rm keep.txt");
-    let started = Instant::now();
-    while stack.run(&["ls", "/r/keep.txt"]).code != 3 {
-        assert!(started.elapsed() < Duration::from_secs(2), "the unlink never reached the service");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    within(Duration::from_secs(2), "the unlink reached the service", || stack.run(&["ls", "/r/keep.txt"]).code == 3);
 
     // An unlink, then a new file at the same path: in that order.
     sh(&mnt, "echo one > again.txt && rm again.txt && echo two > again.txt");
@@ -307,21 +313,15 @@ fn changes_made_elsewhere_appear_and_a_conflicting_save_keeps_the_draft() {
     // A write through the service shows on the mount within about a second.
     stack.ok(&["write", "/w/notes.txt", "--content", "second\n"]);
     stack.ok(&["write", "/w/new.txt", "--content", "new\n"]);
-    let started = Instant::now();
-    while std::fs::read_to_string(mnt.join("notes.txt")).unwrap() != "second\n" || !mnt.join("new.txt").exists() {
-        assert!(started.elapsed() < Duration::from_secs(3), "the change never showed on the mount");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let seen = started.elapsed();
-    assert!(seen < Duration::from_millis(2500), "took {seen:?}");
+    within(Duration::from_millis(2500), "the change showed on the mount", || {
+        std::fs::read_to_string(mnt.join("notes.txt")).unwrap() == "second\n" && mnt.join("new.txt").exists()
+    });
     // A change of the same size too: the pages the kernel cached of the
     // version read before are not served for the new one.
     stack.ok(&["write", "/w/notes.txt", "--content", "SECOND\n"]);
-    let started = Instant::now();
-    while std::fs::read_to_string(mnt.join("notes.txt")).unwrap() != "SECOND\n" {
-        assert!(started.elapsed() < Duration::from_secs(3), "the same-size change never showed on the mount");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    within(Duration::from_secs(3), "the same-size change showed on the mount", || {
+        std::fs::read_to_string(mnt.join("notes.txt")).unwrap() == "SECOND\n"
+    });
 
     // A rename and a removal elsewhere show too, although the kernel had
     // looked both names up and may keep names for longer than a second.
@@ -332,17 +332,13 @@ fn changes_made_elsewhere_appear_and_a_conflicting_save_keeps_the_draft() {
         stack.ok(&["batch", file.to_str().unwrap(), "--apply", "--idempotency-key", name]);
     };
     batch("rename-elsewhere", r#"[{"rename":{"path":"/w/new.txt","newName":"renamed.txt"}}]"#);
-    let started = Instant::now();
-    while mnt.join("new.txt").exists() || !mnt.join("renamed.txt").exists() {
-        assert!(started.elapsed() < Duration::from_secs(3), "the rename never showed on the mount");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    within(Duration::from_secs(3), "the rename showed on the mount", || {
+        !mnt.join("new.txt").exists() && mnt.join("renamed.txt").exists()
+    });
     batch("trash-elsewhere", r#"[{"trash":{"path":"/w/renamed.txt"}}]"#);
-    let started = Instant::now();
-    while std::fs::metadata(mnt.join("renamed.txt")).is_ok() {
-        assert!(started.elapsed() < Duration::from_secs(3), "the removal never showed on the mount");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    within(Duration::from_secs(3), "the removal showed on the mount", || {
+        std::fs::metadata(mnt.join("renamed.txt")).is_err()
+    });
 
     // Opened on the mount, changed through the service, then fsynced and
     // closed: the save fails with EIO, the server keeps its version, and
@@ -368,11 +364,9 @@ fn changes_made_elsewhere_appear_and_a_conflicting_save_keeps_the_draft() {
     let draft = mount.draft();
     assert_eq!(std::fs::read_to_string(draft).unwrap(), "local draft\n");
     // The next open sees the server's version.
-    let started = Instant::now();
-    while std::fs::read_to_string(mnt.join("notes.txt")).unwrap() != "third, from elsewhere\n" {
-        assert!(started.elapsed() < Duration::from_secs(3), "the server's version never showed");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    within(Duration::from_secs(3), "the server's version showed", || {
+        std::fs::read_to_string(mnt.join("notes.txt")).unwrap() == "third, from elsewhere\n"
+    });
 }
 
 #[test]

@@ -160,10 +160,10 @@ pub async fn run(
     if !unmounted {
         detach(&args.dir)?;
     }
-    // Files still open are served on, so their removals keep going out;
-    // the last ones are sent once serving stops.
     // Files still open on the mount are served until they are closed, for
-    // a while; then the process exits, and they fail with ENOTCONN.
+    // a while; then the process exits, and they fail with ENOTCONN. The
+    // removals made meanwhile keep going out, and the last ones are sent
+    // once serving stops.
     let stopped = tokio::task::spawn_blocking(move || session.join());
     let stopped = tokio::time::timeout(STOP_GRACE, stopped).await;
     settler.abort();

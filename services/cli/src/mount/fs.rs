@@ -396,7 +396,8 @@ impl State {
     /// inode's attributes.
     fn stale(&self, path: &str) -> Vec<Stale> {
         let mut stale = Vec::new();
-        if path != self.paths[&INodeNo::ROOT.0]
+        let root = self.paths.get(&INodeNo::ROOT.0).map(String::as_str);
+        if root != Some(path)
             && let Some(&parent) = self.inodes.get(split(path).0)
         {
             stale.push(Stale::Name { parent, name: split(path).1.to_owned() });

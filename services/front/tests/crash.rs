@@ -5,7 +5,8 @@
 //! at random moments, or arms a fault point at a storage boundary (before
 //! the transaction, after commit before the flush, after the flush before
 //! the reply, around outbox delivery, around the worker's index commit and
-//! before its acknowledgement) that aborts the process when reached.
+//! before its acknowledgement) that aborts the process when reached; on
+//! sled, also between a commit's journal record and its writes.
 //!
 //! Each task holds a path lease on its folder, taken before the first crash,
 //! and every call of the task carries it; after each cycle a change there
@@ -57,8 +58,9 @@ const FILES: usize = 6;
 const MARKER: &str = "crashmarker";
 
 /// Fault points of the front, armed in turn.
-const FRONT_POINTS: [&str; 5] = [
+const FRONT_POINTS: [&str; 6] = [
     "store::before_commit",
+    "store::journaled",
     "store::after_commit",
     "store::after_flush",
     "indexer::before_deliver",
@@ -515,8 +517,12 @@ async fn crash_loop(cluster: Option<Arc<Cluster>>, fronts: usize, cycles: usize)
         None => Vec::new(),
     };
     let front_points: Vec<&str> = match &cluster {
-        // A committed transaction is durable in the database: no flush.
-        Some(_) => FRONT_POINTS.iter().copied().filter(|point| *point != "store::after_flush").collect(),
+        // A committed transaction is durable in the database: no journal
+        // and no flush.
+        Some(_) => {
+            let sled_only = ["store::journaled", "store::after_flush"];
+            FRONT_POINTS.iter().copied().filter(|point| !sled_only.contains(point)).collect()
+        }
         None => FRONT_POINTS.to_vec(),
     };
     let mut stack = Stack::start_binaries(&front_binary, &worker_binary, &front_args).await;

@@ -102,22 +102,14 @@ impl Store {
     /// jobs of later commits follow them.
     pub fn enqueue_reindex(&self, space: SpaceId) -> Result<usize> {
         let _guard = self.lock_space(space);
-        // On sled, which cannot scan inside a transaction, the files are
-        // read before it: the space's lock keeps them as they are.
         let prefix = space.to_bytes();
-        let scanned: Option<Vec<_>> =
-            if self.shared() { None } else { Some(self.scan_prefix(Table::Current, &prefix).collect::<Result<_>>()?) };
         let mut queued = 0;
         self.transact(|tx| {
             let Some(record) = tx.get(Table::Spaces, &keys::space(space))? else {
                 return Err(Error::space_not_found(&space.to_string()));
             };
             let revision = decode::<SpaceRecord>(&record)?.revision;
-            let current = match &scanned {
-                Some(rows) => rows.clone(),
-                None => tx.scan_prefix(Table::Current, &prefix)?,
-            };
-            let current = current.into_iter().map(Ok);
+            let current = tx.scan_prefix(Table::Current, &prefix)?.into_iter().map(Ok);
             let drop = IndexJob::drop_space(space, revision);
             let jobs = std::iter::once(Ok(drop)).chain(live_files(space, revision, current));
             queued = 0;

@@ -164,9 +164,9 @@ pub trait Engine: Send + Sync + fmt::Debug {
     /// committed before any entry it returns is in it too (or after `limit`).
     fn scan_snapshot(&self, table: Table, limit: usize) -> Result<Vec<(Bytes, Bytes)>>;
 
-    /// Runs `work` as one atomic transaction. The engine re-runs it when it
-    /// conflicts with another, so `work` must do no I/O of its own and read
-    /// what it depends on through the transaction.
+    /// Runs `work` as one atomic transaction. The engine may re-run it when
+    /// it conflicts with another, so `work` must do no I/O of its own and
+    /// read what it depends on through the transaction.
     fn transact(&self, work: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()>;
 
     /// Resolves once every transaction committed before the call is durable.
@@ -239,9 +239,8 @@ pub trait Tx {
     /// The rows of `table` under `prefix`, in key order, as committed: the
     /// transaction's own writes are not among them, so scan before writing.
     /// A database reads them after every lock the transaction holds, so
-    /// rows those locks guard cannot change under it. sled cannot (an
-    /// error): there, callers scan before the transaction, under the space
-    /// locks of [`super::Store`] that keep the rows still.
+    /// rows those locks guard cannot change under it; sled runs one
+    /// transaction at a time.
     fn scan_prefix(&mut self, table: Table, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>>;
 }
 

@@ -7,13 +7,10 @@
 //! flush, which starts after its commit: an acknowledged write is always on
 //! disk. `flush_async` is never used (sled 0.34 can deadlock in it).
 //!
-//! sled's flush and its transactions exclude each other (both take its
-//! concurrency-control lock, the flush for the whole write to disk), and
-//! the changes of one space commit one at a time. Flushing as soon as a
-//! waiter arrives would then cover one writer per flush and stall the next
-//! commit behind each. So while changes are on their way to a commit
-//! ([`Flusher::expect`]), the flusher waits up to [`GATHER`] for them to
-//! join the batch; a writer alone is flushed at once.
+//! The changes of one space commit one at a time, so flushing as soon as a
+//! waiter arrives would cover one writer per flush. So while changes are
+//! on their way to a commit ([`Flusher::expect`]), the flusher waits up to
+//! [`GATHER`] for them to join the batch; a writer alone is flushed at once.
 //!
 //! A flush that fails trips the engine's [`Latch`]: its waiters, and every
 //! waiter after them, get the latched error, and no flush runs again.

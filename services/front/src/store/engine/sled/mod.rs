@@ -1,8 +1,9 @@
 //! The embedded engine: sled 0.34 in a data directory, one tree per table.
 //!
-//! Transactions span every tree (sled runs them one at a time and re-runs a
-//! closure on conflict). A commit is acknowledged only after a flush that
-//! covers it ([`flusher`]); the [`seal`] tells a crash, which loses only
+//! Transactions run one at a time: a closure reads the trees and buffers its
+//! writes, which then reach the trees whole through the [`journal`], out of
+//! sight of readers until the last one is in. A commit is acknowledged only
+//! after a flush that covers it ([`flusher`]); the [`seal`] tells a crash, which loses only
 //! unacknowledged writes, from damage, which would lose acknowledged ones;
 //! a change is refused before the disk is too full for sled, which
 //! treats a failed write as fatal for reads too; and a write or flush sled
@@ -10,17 +11,14 @@
 
 mod failure;
 mod flusher;
+mod journal;
 pub mod seal;
 
-use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use prost::bytes::Bytes;
-use sled::Transactional;
-use sled::transaction::{
-    ConflictableTransactionError, TransactionError, TransactionalTree, UnabortableTransactionError,
-};
 
 pub use flusher::Durability;
 
@@ -51,6 +49,13 @@ pub struct SledEngine {
     db: sled::Db,
     /// One tree per [`Table`], in its order (`Meta` is sled's default tree).
     trees: Vec<sled::Tree>,
+    /// Commits on their way into `trees`; see [`journal`].
+    journal: sled::Tree,
+    /// Held by the transaction running; holds the next journal key.
+    committing: Mutex<u64>,
+    /// Readers hold it shared for each read; a commit holds it alone while
+    /// its writes go in, so that no read sees part of one.
+    visible: RwLock<()>,
     flusher: Arc<flusher::Flusher>,
     /// Set by the first write or flush sled fails; see [`failure`].
     latch: Arc<failure::Latch>,
@@ -59,9 +64,6 @@ pub struct SledEngine {
     /// Held while the seal is written: two writers of its temporary file
     /// would fail each other's rename.
     sealing: Mutex<()>,
-    /// Transactions hold it shared; a snapshot scan holds it alone, so that
-    /// no transaction commits in the middle of one.
-    snapshot: RwLock<()>,
     min_free_bytes: u64,
 }
 
@@ -92,17 +94,25 @@ impl SledEngine {
                 table => db.open_tree(table.name()).map_err(sled_err)?,
             });
         }
+        let journal = db.open_tree(journal::TREE).map_err(sled_err)?;
+        let replayed =
+            journal::replay(&journal, &trees).map_err(|detail| OpenError::Engine { path: display.clone(), detail })?;
+        if replayed > 0 {
+            tracing::info!(commits = replayed, "wrote the commits a crash left in the journal");
+        }
         let latch = Arc::new(failure::Latch::default());
         let flusher = Arc::new(flusher::Flusher::start(db.clone(), options.durability, latch.clone())?);
         Ok(Self {
             dir: dir.to_owned(),
             db,
             trees,
+            journal,
+            committing: Mutex::new(0),
+            visible: RwLock::new(()),
             flusher,
             latch,
             sealed,
             sealing: Mutex::new(()),
-            snapshot: RwLock::new(()),
             min_free_bytes: options.min_free_bytes,
         })
     }
@@ -166,6 +176,7 @@ impl SledEngine {
 
 impl Engine for SledEngine {
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Bytes>> {
+        let _visible = self.visible.read().unwrap_or_else(PoisonError::into_inner);
         Ok(self.tree(table).get(key)?.map(Bytes::from_owner))
     }
 
@@ -174,42 +185,44 @@ impl Engine for SledEngine {
         if range.end.as_ref().is_some_and(|end| *end <= range.start) {
             return Box::new(std::iter::empty());
         }
-        let entries = match range.end {
+        let mut entries = match range.end {
             Some(end) => tree.range(range.start..end),
             None => tree.range(range.start..),
         };
-        let entry = |item: sled::Result<(sled::IVec, sled::IVec)>| {
-            let (key, value) = item?;
-            Ok((Bytes::from_owner(key), Bytes::from_owner(value)))
-        };
-        if reverse { Box::new(entries.rev().map(entry)) } else { Box::new(entries.map(entry)) }
+        // Each step reads in sight of commits whole, like `get`.
+        Box::new(std::iter::from_fn(move || {
+            let _visible = self.visible.read().unwrap_or_else(PoisonError::into_inner);
+            let item = if reverse { entries.next_back() } else { entries.next() }?;
+            Some(entry(item))
+        }))
     }
 
     fn scan_snapshot(&self, table: Table, limit: usize) -> Result<Vec<(Bytes, Bytes)>> {
-        let _alone = self.snapshot.write().unwrap_or_else(PoisonError::into_inner);
-        self.scan(table, KeyRange::from(Vec::new()), false).take(limit).collect()
+        // No commit goes in while the scan holds the trees' visibility.
+        let _visible = self.visible.read().unwrap_or_else(PoisonError::into_inner);
+        self.tree(table).iter().take(limit).map(entry).collect()
     }
 
     fn transact(&self, work: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> Result<()> {
         // Fails fast: after a failed write sled may hang a new one.
         self.latch.check()?;
-        let _shared = self.snapshot.read().unwrap_or_else(PoisonError::into_inner);
-        let work = RefCell::new(work);
-        let result = self.trees[..].transaction(|trees: &Vec<TransactionalTree>| {
-            let mut tx = SledTx { trees, failure: None };
-            match (work.borrow_mut())(&mut tx) {
-                Ok(()) => Ok(()),
-                // sled's own failure (a conflict to re-run, or storage) goes back to sled.
-                Err(error) => Err(match tx.failure.take() {
-                    Some(failure) => failure.into(),
-                    None => ConflictableTransactionError::Abort(error),
-                }),
-            }
-        });
-        result.map_err(|error| match error {
-            TransactionError::Abort(error) => error,
-            TransactionError::Storage(error) => self.latch.trip(format_args!("write: {error}")),
-        })
+        let mut next_key = self.committing.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut tx = SledTx { trees: &self.trees, writes: vec![BTreeMap::new(); self.trees.len()] };
+        work(&mut tx)?;
+        if tx.writes.iter().all(BTreeMap::is_empty) {
+            return Ok(());
+        }
+        let key = next_key.to_be_bytes();
+        *next_key += 1;
+        let failed = |error: sled::Error| self.latch.trip(format_args!("write: {error}"));
+        self.journal.insert(key, journal::encode(tx.writes())).map_err(failed)?;
+        fault_point!("store::journaled");
+        {
+            let _alone = self.visible.write().unwrap_or_else(PoisonError::into_inner);
+            journal::write_all(&self.trees, tx.writes()).map_err(failed)?;
+        }
+        self.journal.remove(key).map_err(failed)?;
+        Ok(())
     }
 
     fn durable(&self) -> Durable {
@@ -263,50 +276,51 @@ impl Engine for SledEngine {
     }
 }
 
-/// One run of a sled transaction.
+fn entry(item: sled::Result<(sled::IVec, sled::IVec)>) -> Result<(Bytes, Bytes)> {
+    let (key, value) = item?;
+    Ok((Bytes::from_owner(key), Bytes::from_owner(value)))
+}
+
+/// A transaction: reads of the trees as they are, under its own writes,
+/// which it keeps until the commit.
 struct SledTx<'a> {
-    trees: &'a [TransactionalTree],
-    /// sled's failure, handed back to sled when `work` returns with it.
-    failure: Option<UnabortableTransactionError>,
+    trees: &'a [sled::Tree],
+    /// Per [`Table`], in its order: the value each key is set to, or
+    /// `None` where it is removed.
+    writes: Vec<BTreeMap<Vec<u8>, Option<Bytes>>>,
 }
 
 impl SledTx<'_> {
-    fn fail(&mut self, failure: UnabortableTransactionError) -> Error {
-        let error = match &failure {
-            UnabortableTransactionError::Conflict => Error::internal("store transaction conflict"),
-            UnabortableTransactionError::Storage(error) => error.clone().into(),
-        };
-        self.failure = Some(failure);
-        error
+    /// Every write, by table and key.
+    fn writes(&self) -> impl Iterator<Item = journal::Write<'_>> {
+        Table::ALL
+            .iter()
+            .zip(&self.writes)
+            .flat_map(|(table, writes)| writes.iter().map(|(key, value)| (*table, key.as_slice(), value.as_deref())))
     }
 }
 
 impl Tx for SledTx<'_> {
     fn get(&mut self, table: Table, key: &[u8]) -> Result<Option<Bytes>> {
-        match self.trees[table as usize].get(key) {
-            Ok(value) => Ok(value.map(Bytes::from_owner)),
-            Err(failure) => Err(self.fail(failure)),
+        match self.writes[table as usize].get(key) {
+            Some(written) => Ok(written.clone()),
+            None => Ok(self.trees[table as usize].get(key)?.map(Bytes::from_owner)),
         }
     }
 
     fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
-        match self.trees[table as usize].insert(key, value) {
-            Ok(_) => Ok(()),
-            Err(failure) => Err(self.fail(failure)),
-        }
+        self.writes[table as usize].insert(key.to_vec(), Some(Bytes::copy_from_slice(value)));
+        Ok(())
     }
 
     fn delete(&mut self, table: Table, key: &[u8]) -> Result<()> {
-        match self.trees[table as usize].remove(key) {
-            Ok(_) => Ok(()),
-            Err(failure) => Err(self.fail(failure)),
-        }
+        self.writes[table as usize].insert(key.to_vec(), None);
+        Ok(())
     }
 
-    fn scan_prefix(&mut self, _table: Table, _prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
-        // A transaction holds sled's trees exclusively: a read of them from
-        // inside one would wait for it forever.
-        Err(Error::internal("sled cannot scan inside a transaction"))
+    fn scan_prefix(&mut self, table: Table, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+        // Commits run one at a time, so the trees hold what is committed.
+        self.trees[table as usize].scan_prefix(prefix).map(entry).collect()
     }
 }
 
@@ -326,4 +340,79 @@ impl From<sled::Error> for Error {
 fn is_storage_full(error: &std::io::Error) -> bool {
     // ENOSPC (28) and EDQUOT (122) on Linux.
     error.kind() == std::io::ErrorKind::StorageFull || matches!(error.raw_os_error(), Some(28 | 122))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn open(dir: &Path) -> SledEngine {
+        let options = SledOptions { durability: Durability::Off, cache_bytes: 1 << 20, min_free_bytes: 0 };
+        SledEngine::open(dir, options).unwrap()
+    }
+
+    fn get(engine: &SledEngine, table: Table, key: &[u8]) -> Option<Bytes> {
+        engine.get(table, key).unwrap()
+    }
+
+    /// A crash after a commit's journal record is on disk, before its
+    /// writes reach the trees: the next open writes them all.
+    #[test]
+    fn a_commit_cut_short_after_its_journal_record_is_whole_after_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let engine = open(dir.path());
+            engine
+                .transact(&mut |tx| {
+                    tx.put(Table::Spaces, b"gone", b"soon")?;
+                    tx.put(Table::Versions, b"kept", b"old")
+                })
+                .unwrap();
+            let record = journal::encode([
+                (Table::Spaces, &b"gone"[..], None),
+                (Table::Versions, &b"kept"[..], Some(&b"new"[..])),
+                (Table::Current, &b"path"[..], Some(&b"entry"[..])),
+            ]);
+            engine.journal.insert(7u64.to_be_bytes(), record).unwrap();
+            engine.shutdown().unwrap();
+        }
+        let engine = open(dir.path());
+        assert_eq!(get(&engine, Table::Spaces, b"gone"), None);
+        assert_eq!(get(&engine, Table::Versions, b"kept").as_deref(), Some(&b"new"[..]));
+        assert_eq!(get(&engine, Table::Current, b"path").as_deref(), Some(&b"entry"[..]));
+        assert!(engine.journal.is_empty(), "the journal is emptied once replayed");
+    }
+
+    /// A transaction reads its own writes over the trees, and its journal
+    /// record is gone once its writes are in.
+    #[test]
+    fn a_transaction_sees_its_writes_and_leaves_nothing_in_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(dir.path());
+        engine.transact(&mut |tx| tx.put(Table::Trash, b"a", b"1")).unwrap();
+        engine
+            .transact(&mut |tx| {
+                assert_eq!(tx.get(Table::Trash, b"a")?.as_deref(), Some(&b"1"[..]));
+                tx.delete(Table::Trash, b"a")?;
+                assert_eq!(tx.get(Table::Trash, b"a")?, None);
+                tx.put(Table::Trash, b"b", b"2")?;
+                assert_eq!(tx.get(Table::Trash, b"b")?.as_deref(), Some(&b"2"[..]));
+                // Scans see what is committed, not the transaction's writes.
+                assert_eq!(tx.scan_prefix(Table::Trash, b"")?.len(), 1);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(get(&engine, Table::Trash, b"a"), None);
+        assert_eq!(get(&engine, Table::Trash, b"b").as_deref(), Some(&b"2"[..]));
+        assert!(engine.journal.is_empty());
+
+        // A transaction that fails writes nothing.
+        let refused = engine.transact(&mut |tx| {
+            tx.put(Table::Trash, b"c", b"3")?;
+            Err(Error::internal("refused"))
+        });
+        assert!(refused.is_err());
+        assert_eq!(get(&engine, Table::Trash, b"c"), None);
+    }
 }

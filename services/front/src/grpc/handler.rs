@@ -1,5 +1,5 @@
 //! How handlers run their store work: on the blocking pool, never on the
-//! async runtime (sled transactions, flushes and scans block).
+//! async runtime (sled commits, flushes and scans block).
 
 use std::sync::Arc;
 

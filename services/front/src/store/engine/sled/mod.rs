@@ -3,11 +3,12 @@
 //! Transactions run one at a time: a closure reads the trees and buffers its
 //! writes, which then reach the trees whole through the [`journal`], out of
 //! sight of readers until the last one is in. A commit is acknowledged only
-//! after a flush that covers it ([`flusher`]); the [`seal`] tells a crash, which loses only
-//! unacknowledged writes, from damage, which would lose acknowledged ones;
-//! a change is refused before the disk is too full for sled, which
-//! treats a failed write as fatal for reads too; and a write or flush sled
-//! fails anyway stops every later change until a restart ([`failure`]).
+//! after a flush that covers it ([`flusher`]); the [`seal`] tells a crash,
+//! which loses only unacknowledged writes, from damage, which would lose
+//! acknowledged ones; a change is refused before the disk is too full for
+//! sled, which treats a failed write as fatal for reads too; and a write or
+//! flush sled fails anyway stops every later change until a restart
+//! ([`failure`]).
 
 mod failure;
 mod flusher;

@@ -80,6 +80,8 @@ struct Fields {
 /// The worker's index; see the module docs.
 pub struct SearchIndex {
     index: Index,
+    /// The index's directory, for pruning its map cache (see `apply`).
+    directory: MmapDirectory,
     reader: IndexReader,
     writer: Mutex<IndexWriter>,
     fields: Fields,
@@ -123,8 +125,8 @@ impl SearchIndex {
     pub fn open(dir: &Path) -> Result<Self, IndexError> {
         std::fs::create_dir_all(dir).map_err(|e| IndexError(format!("{}: {e}", dir.display())))?;
         let (schema, fields) = schema();
-        let directory = MmapDirectory::open(dir).map_err(|e| IndexError(e.to_string()))?;
-        let index = match Index::open_or_create(directory, schema.clone()) {
+        let mut directory = MmapDirectory::open(dir).map_err(|e| IndexError(e.to_string()))?;
+        let index = match Index::open_or_create(directory.clone(), schema.clone()) {
             Ok(index) => index,
             Err(error) => {
                 // An index of another layout (or a damaged one) holds nothing
@@ -132,8 +134,8 @@ impl SearchIndex {
                 tracing::warn!(%error, dir = %dir.display(), "search index unusable; starting a new one");
                 std::fs::remove_dir_all(dir).map_err(|e| IndexError(format!("{}: {e}", dir.display())))?;
                 std::fs::create_dir_all(dir).map_err(|e| IndexError(format!("{}: {e}", dir.display())))?;
-                let directory = MmapDirectory::open(dir).map_err(|e| IndexError(e.to_string()))?;
-                Index::open_or_create(directory, schema)?
+                directory = MmapDirectory::open(dir).map_err(|e| IndexError(e.to_string()))?;
+                Index::open_or_create(directory.clone(), schema)?
             }
         };
         let metas = index.load_metas()?;
@@ -142,7 +144,7 @@ impl SearchIndex {
             metas.payload.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
         let writer = index.writer_with_num_threads(1, WRITER_MEMORY)?;
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-        Ok(Self { index, reader, writer: Mutex::new(writer), fields, progress: Mutex::new(progress), fresh })
+        Ok(Self { index, directory, reader, writer: Mutex::new(writer), fields, progress: Mutex::new(progress), fresh })
     }
 
     /// Whether the index started empty (new or lost) this run.
@@ -210,6 +212,11 @@ impl SearchIndex {
         commit.commit()?;
         fault_point!("index::after_commit");
         self.reader.reload()?;
+        // tantivy's directory keeps an entry for every file it ever mapped,
+        // segments long merged away included, until its cache is listed:
+        // with a segment or more per commit, a worker that runs for days
+        // would grow without bound. Listing the live maps drops the rest.
+        self.directory.get_cache_info();
         *lock(&self.progress) = progress.clone();
         Ok(progress.sequence)
     }

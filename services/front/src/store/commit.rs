@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::engine::{Table, Tx};
+use super::outbox::Jobs;
 use super::records::{
     Change, ChangeKind, Entry, Hash, IndexJob, IndexOp, Kind, LeaseEvent, NodeRecord, Receipt, RevisionRecord,
     SpaceRecord, TrashRecord, VersionRecord, decode, encode, now_ms,
@@ -334,7 +335,7 @@ impl Store {
             commit.check_leases()?;
         }
         let prepared: Vec<Prepared> =
-            commits.iter().map(|commit| Prepared::new(commit, self.gate(commit.space.id))).collect();
+            commits.iter().map(|commit| Prepared::new(commit, self.gate(commit.space.id), Jobs::of(self))).collect();
         // Large new content goes in first, outside the transaction.
         let mut uploads: HashMap<Hash, content::Uploaded> = HashMap::new();
         let uploaded = self.upload_new_content(commits, &mut uploads);
@@ -397,6 +398,7 @@ fn write_commit(
         trash_values,
         receipt_value,
         index_jobs,
+        jobs,
     } = prepared;
     // Every row the commit reads, locked in one round trip; the gate
     // first, so that a commit that waits there holds no other lock.
@@ -481,9 +483,11 @@ fn write_commit(
         tx.put(Table::Spaces, &keys::functions(commit.space.id), functions)?;
     }
     tx.put(Table::Revlog, &keys::revlog(commit.space.id, commit.revision()), revlog_value)?;
-    for (index, job) in (0..).zip(index_jobs) {
-        tx.put(Table::Queue, &keys::queued(commit.space.id, commit.revision(), index), job)?;
-    }
+    let queued_key = |index: u64| {
+        let index = u32::try_from(index).unwrap_or_else(|_| unreachable!("a commit has fewer than 2^32 jobs"));
+        keys::queued(commit.space.id, commit.revision(), index)
+    };
+    jobs.write(tx, index_jobs.iter().map(Vec::as_slice), queued_key)?;
     Ok(())
 }
 
@@ -504,10 +508,12 @@ struct Prepared {
     trash_values: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     receipt_value: Option<([u8; 32], Vec<u8>)>,
     index_jobs: Vec<Vec<u8>>,
+    /// Where the index jobs go.
+    jobs: Jobs,
 }
 
 impl Prepared {
-    fn new(commit: &Commit, gate_key: Option<Vec<u8>>) -> Self {
+    fn new(commit: &Commit, gate_key: Option<Vec<u8>>, jobs: Jobs) -> Self {
         Self {
             gate_key,
             space_key: keys::space(commit.space.id),
@@ -536,6 +542,7 @@ impl Prepared {
             trash_values: commit.trash.iter().map(|(key, record)| (key.clone(), record.as_ref().map(encode))).collect(),
             receipt_value: commit.receipt.as_ref().map(|(key, receipt)| (*key, encode(receipt))),
             index_jobs: index_jobs(commit).iter().map(encode).collect(),
+            jobs,
         }
     }
 }

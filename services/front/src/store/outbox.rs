@@ -10,11 +10,20 @@
 //! space (that commit came first), so each space's jobs keep their revision
 //! order; and since only publishing writes the outbox, a job never appears
 //! behind one that delivery has passed. Reading the outbox publishes first.
+//!
+//! An engine that one front has to itself (sled) commits one transaction at
+//! a time anyway: there a commit gives its jobs their sequences itself, at
+//! the head, straight into the outbox ([`Jobs`]), after moving there what
+//! the queue holds (the jobs of a fork or of a space's deletion, which are
+//! still queued), so that no job overtakes one committed before it; the
+//! outbox still grows only at its head, one transaction at a time. When the
+//! queue holds more than a publishing batch, the commit queues its jobs
+//! behind them instead.
 
 use super::Store;
 use prost::bytes::Bytes;
 
-use super::engine::{KeyRange, Table};
+use super::engine::{KeyRange, Table, Tx};
 use super::keys::{self, parse_sequence};
 use super::records::{Entry, IndexJob, IndexOp, SpaceRecord, decode, encode, now_ms};
 use crate::error::{Error, Result};
@@ -26,6 +35,66 @@ const HEAD_KEY: &[u8] = b"outbox.head";
 const PRUNED_KEY: &[u8] = b"outbox.pruned";
 /// Queued jobs published per transaction.
 const PUBLISH_BATCH: usize = 1024;
+
+/// Where a transaction puts the index jobs of a commit; see the module docs.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Jobs {
+    /// Into the queue, for publishing.
+    Queued,
+    /// Into the outbox, at the head.
+    Sequenced,
+}
+
+impl Jobs {
+    /// How jobs are written on this store.
+    pub(super) fn of(store: &Store) -> Jobs {
+        if store.shared() { Jobs::Queued } else { Jobs::Sequenced }
+    }
+
+    /// Writes encoded jobs in order; `queued_key` is the queue key of the
+    /// job at each index.
+    pub(super) fn write<'a>(
+        self,
+        tx: &mut dyn Tx,
+        jobs: impl IntoIterator<Item = &'a [u8]>,
+        queued_key: impl Fn(u64) -> Vec<u8>,
+    ) -> Result<usize> {
+        let mut written = 0;
+        match self {
+            Jobs::Queued => {
+                for job in jobs {
+                    tx.put(Table::Queue, &queued_key(written as u64), job)?;
+                    written += 1;
+                }
+            }
+            Jobs::Sequenced => {
+                let queued = tx.scan_prefix(Table::Queue, &[])?;
+                if queued.len() > PUBLISH_BATCH {
+                    return Jobs::Queued.write(tx, jobs, queued_key);
+                }
+                let start = mark(tx.get(Table::Meta, HEAD_KEY)?)?;
+                let mut head = start;
+                for (key, job) in queued {
+                    // An earlier commit of this transaction may have moved it.
+                    if tx.get(Table::Queue, &key)?.is_some() {
+                        tx.delete(Table::Queue, &key)?;
+                        head += 1;
+                        tx.put(Table::Outbox, &keys::sequence(head), &job)?;
+                    }
+                }
+                for job in jobs {
+                    head += 1;
+                    tx.put(Table::Outbox, &keys::sequence(head), job)?;
+                    written += 1;
+                }
+                if head > start {
+                    tx.put(Table::Meta, HEAD_KEY, &head.to_be_bytes())?;
+                }
+            }
+        }
+        Ok(written)
+    }
+}
 
 impl Store {
     /// Up to `limit` jobs after sequence `after`, in order.
@@ -112,11 +181,9 @@ impl Store {
             let current = tx.scan_prefix(Table::Current, &prefix)?.into_iter().map(Ok);
             let drop = IndexJob::drop_space(space, revision);
             let jobs = std::iter::once(Ok(drop)).chain(live_files(space, revision, current));
-            queued = 0;
-            for job in jobs {
-                tx.put(Table::Queue, &keys::queued_reindex(space, revision, queued as u64), &encode(&job?))?;
-                queued += 1;
-            }
+            let jobs: Vec<Vec<u8>> = jobs.map(|job| job.map(|job| encode(&job))).collect::<Result<_>>()?;
+            let key = |index| keys::queued_reindex(space, revision, index);
+            queued = Jobs::of(self).write(tx, jobs.iter().map(Vec::as_slice), key)?;
             Ok(())
         })?;
         self.committed();

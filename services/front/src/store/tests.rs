@@ -1017,12 +1017,40 @@ mod workflows {
         decode::<records::BlobMeta>(&raw).unwrap().refs
     }
 
+    /// The revisions of a space's index jobs in outbox order, which must
+    /// never go back.
+    fn fork_revisions_in_outbox_order(store: &Store, space: SpaceId) -> Vec<u64> {
+        let jobs = store.outbox_after(0, usize::MAX).unwrap();
+        let revisions: Vec<u64> =
+            jobs.into_iter().filter(|(_, job)| job.space == space).map(|(_, job)| job.revision).collect();
+        assert!(revisions.windows(2).all(|pair| pair[0] <= pair[1]), "jobs went back: {revisions:?}");
+        revisions
+    }
+
     fn fork_of(store: &Store, source: SpaceId, at_revision: u64, name: &str) -> Result<SpaceRecord> {
         let new = NewFork { source, at_revision, name: name.into(), owner: "forker".into() };
         store.fork_space(&new, None)
     }
 
     on_both_engines! {
+        fn the_jobs_of_a_small_fork_come_before_those_of_its_first_change(engine: Engine) {
+            let home = Home::new(engine);
+            let store = home.open();
+            let source =
+                store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+            for i in 0..3 {
+                overwrite(&store, source.id, &format!("/f{i}.txt"), b"source\n");
+            }
+            let at = store.space(source.id).unwrap().unwrap().revision;
+            let fork = fork_of(&store, source.id, at, "f").unwrap();
+            // The fork's jobs wait in the queue; the next commits must not
+            // overtake them, in the fork or elsewhere.
+            overwrite(&store, source.id, "/f0.txt", b"source again\n");
+            overwrite(&store, fork.id, "/f1.txt", b"forked\n");
+            let revisions = fork_revisions_in_outbox_order(&store, fork.id);
+            assert_eq!((revisions.first(), revisions.last()), (Some(&1), Some(&2)), "{revisions:?}");
+        }
+
         fn a_fork_holds_the_source_as_of_its_revision_and_shares_its_content(engine: Engine) {
             let home = Home::new(engine);
             let store = home.open();
@@ -1064,6 +1092,7 @@ mod workflows {
 
             // The two diverge, and the fork outlives its source.
             overwrite(&store, fork.id, "/a.txt", b"forked\n");
+            assert_eq!(fork_revisions_in_outbox_order(&store, fork.id).last(), Some(&2));
             assert_eq!(store.content(store.entry(source.id, &path("/a.txt"), None).unwrap().unwrap().hash).unwrap(), b"new\n");
             store.compact(source.id, "p", 0).unwrap();
             store.delete_space(source.id, None).unwrap();

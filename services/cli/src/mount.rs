@@ -233,6 +233,7 @@ async fn follow(remote: Remote, root: String, shared: std::sync::Arc<Shared>, no
     loop {
         if let Ok(mut events) = remote.watch(&root).await {
             while let Ok(Some(event)) = events.message().await {
+                shared.answered().await;
                 tell(shared.seen(event.revision, &event.path, &event.old_path));
             }
         }

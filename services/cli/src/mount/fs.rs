@@ -3,7 +3,7 @@
 //! change comes through the mount or `Watch` reports one), open files
 //! buffered locally and saved as one version when closed or fsynced.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -59,7 +59,32 @@ pub struct Shared {
     /// Revisions this mount made, whose changes its listings already show:
     /// their `Watch` events change nothing here.
     own: Mutex<VecDeque<u64>>,
+    /// This mount's changes waiting for their replies; see [`Shared::answered`].
+    sending: Mutex<Sending>,
+    /// Told whenever one of `sending` is answered.
+    answers: tokio::sync::Notify,
     removals: Removals,
+}
+
+/// Tickets of the changes on their way to the front, in the order sent.
+#[derive(Debug, Default)]
+struct Sending {
+    next: u64,
+    waiting: BTreeSet<u64>,
+}
+
+/// A change on its way: answered (its revision, if any, recorded with
+/// [`Shared::made`]) when dropped.
+struct Sent<'a> {
+    shared: &'a Shared,
+    ticket: u64,
+}
+
+impl Drop for Sent<'_> {
+    fn drop(&mut self) {
+        lock(&self.shared.sending).waiting.remove(&self.ticket);
+        self.shared.answers.notify_waiters();
+    }
 }
 
 /// Files unlinked here, on their way to the trash. As on a local disk, an
@@ -213,6 +238,36 @@ fn name_of(name: &OsStr) -> Result<&str, Errno> {
 }
 
 impl Shared {
+    /// Marks a change as on its way until the returned guard drops, which
+    /// must be after its revision is recorded with [`Shared::made`].
+    fn send(&self) -> Sent<'_> {
+        let mut sending = lock(&self.sending);
+        let ticket = sending.next;
+        sending.next += 1;
+        sending.waiting.insert(ticket);
+        Sent { shared: self, ticket }
+    }
+
+    /// Waits until every change this mount had sent when called is
+    /// answered. The front reports a change on `Watch` as soon as it is
+    /// made, often before the reply that tells this mount the change's
+    /// revision: an event is weighed only after this, so that the mount's
+    /// own changes do not drop the listings they have just updated. Each
+    /// call is bounded by the remote's deadline, so this is too.
+    pub async fn answered(&self) {
+        let sent = lock(&self.sending).next;
+        loop {
+            let answer = self.answers.notified();
+            tokio::pin!(answer);
+            // Registered before looking, so no answer in between is missed.
+            answer.as_mut().enable();
+            if lock(&self.sending).waiting.first().is_none_or(|&ticket| ticket >= sent) {
+                return;
+            }
+            answer.await;
+        }
+    }
+
     /// A change seen on `Watch`: forgets the listings it makes stale,
     /// unless the change is this mount's own, and returns what the kernel
     /// must forget.
@@ -317,6 +372,7 @@ impl Shared {
 
     fn send_removals(&self, paths: &[String]) -> Result<(), Failure> {
         let trash = |path: &String| pb::batch_action::Action::Trash(pb::TrashAction { path: path.clone() });
+        let _sent = self.send();
         match self.removals.remote.batch(paths.iter().map(trash).collect()) {
             Ok(revision) => {
                 self.made(revision);
@@ -518,7 +574,13 @@ impl MountFs {
         let state = State::new(root);
         let content = Mutex::new(ContentCache::new(options.cache_bytes));
         let removals = Removals { remote: remote.clone(), queue: Mutex::default(), sending: Mutex::new(()) };
-        let shared = Arc::new(Shared { state: Mutex::new(state), own: Mutex::new(VecDeque::new()), removals });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            own: Mutex::new(VecDeque::new()),
+            sending: Mutex::default(),
+            answers: tokio::sync::Notify::new(),
+            removals,
+        });
         MountFs { remote, options, shared, content, mounted: SystemTime::now() }
     }
 
@@ -658,6 +720,7 @@ impl MountFs {
         };
         let bytes = file.buffer.as_deref().unwrap_or_default();
         self.shared.settle().map_err(|failure| failure.errno())?;
+        let _sent = self.shared.send();
         match self.remote.save(&path, file.version, file.executable, bytes) {
             Ok(saved) => {
                 self.shared.made(saved.revision);
@@ -765,6 +828,7 @@ impl MountFs {
 
     fn apply(&self, actions: Vec<pb::batch_action::Action>) -> Result<(), Errno> {
         self.shared.settle().map_err(|failure| failure.errno())?;
+        let _sent = self.shared.send();
         match self.remote.batch(actions) {
             Ok(revision) => {
                 self.shared.made(revision);

@@ -162,6 +162,27 @@ impl Stack {
         }
     }
 
+    /// How many calls of `method` (`List`, `Write`…) the front has served
+    /// since it started; it must have been started with `--metrics-listen`.
+    pub fn calls(&self, method: &str) -> u64 {
+        let log = std::fs::read_to_string(self.temp.path().join("front.log")).unwrap();
+        let addr = log
+            .lines()
+            .rev()
+            .find_map(|line| line.split_once("metrics listening on ").map(|(_, addr)| addr.trim().to_owned()))
+            .unwrap_or_else(|| panic!("the front serves no metrics:\n{log}"));
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut metrics = String::new();
+        std::io::Read::read_to_string(&mut stream, &mut metrics).unwrap();
+        let series = format!("agentvfs_rpc_requests_total{{method=\"/agentvfs.v1.FileSystem/{method}\",");
+        metrics
+            .lines()
+            .filter(|line| line.starts_with(&series))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
     /// Runs a command that must succeed and returns its stdout.
     #[track_caller]
     pub fn ok(&self, args: &[&str]) -> String {
@@ -184,7 +205,7 @@ fn try_start_front(addr: &str, worker: &str, dir: &std::path::Path, extra: &[&st
             .arg(dir.join("data"))
             .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::options().create(true).append(true).open(dir.join("front.log")).unwrap())
             .spawn()
             .unwrap(),
     );

@@ -221,6 +221,31 @@ impl SearchIndex {
         Ok(progress.sequence)
     }
 
+    /// Merges every segment into one, once the merges running end, and
+    /// waits for it: the index at its smallest, the same however its
+    /// background merges happened to run. For comparing its memory over
+    /// time; commits do not need it.
+    pub fn merge_all(&self) -> Result<(), IndexError> {
+        let mut writer = lock(&self.writer);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let segments = self.index.searchable_segment_ids()?;
+            if segments.len() <= 1 {
+                break;
+            }
+            match writer.merge(&segments).wait() {
+                Ok(_) => break,
+                // A segment is still in a background merge: wait for it.
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        self.reader.reload()?;
+        Ok(())
+    }
+
     /// Ranked hits for `query` within `space` (below `prefix`, a directory
     /// path), and the revision of that space the index reflects.
     pub fn search(

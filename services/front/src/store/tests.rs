@@ -116,6 +116,11 @@ fn model_write(
 /// thread after the last handle is dropped, so a reopen in the same process
 /// can briefly find it still held; a new process never does.
 /// Writes `body` at `at` in `space`, replacing what is there.
+/// A new space named `name`, owned by `p`, with the default quota.
+fn new_space(store: &Store, name: &str) -> SpaceRecord {
+    store.create_space(NewSpace { name: name.into(), owner: "p".into(), quota: Quota::default() }, None).unwrap()
+}
+
 fn overwrite(store: &Store, space: SpaceId, at: &str, body: &[u8]) -> crate::store::WriteOutcome {
     store
         .write(WriteOp {
@@ -267,8 +272,7 @@ proptest! {
 fn agrees_with_model(engine: Engine, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let home = Home::new(engine);
     let mut store = home.open();
-    let space =
-        store.create_space(NewSpace { name: "m".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+    let space = new_space(&store, "m");
     let agent = store.entry(space.id, &path("/AGENT.md"), None).unwrap().unwrap();
     let mut initial = Tree::new();
     initial.insert("/AGENT.md".into(), Node::File { version: 1, content: store.content(agent.hash).unwrap() });
@@ -383,8 +387,7 @@ fn seals_written_at_once_all_succeed() {
     // succeed, or a graceful stop ends with an error.
     let home = Home::new(Engine::Sled);
     let store = home.open();
-    let space =
-        store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+    let space = new_space(&store, "s");
     overwrite(&store, space.id, "/a.txt", b"a");
     std::thread::scope(|scope| {
         let sealers: Vec<_> = (0..4).map(|_| scope.spawn(|| (0..25).try_for_each(|_| store.seal()))).collect();
@@ -401,8 +404,7 @@ fn a_reindex_keeps_the_spaces_jobs_in_revision_order_while_another_front_commits
     // commit replaced or deleted.
     let home = Home::new(Engine::Postgres);
     let (ours, theirs) = (home.open(), home.open());
-    let space =
-        ours.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+    let space = new_space(&ours, "s");
     for i in 0..100 {
         overwrite(&ours, space.id, &format!("/f{i}.txt"), b"first");
     }
@@ -442,9 +444,7 @@ fn writers_on_two_fronts_to_one_space_all_commit() {
     // front keeps committing, every write must land.
     let home = Home::new(Engine::Postgres);
     let fronts = [home.open(), home.open()];
-    let space = fronts[0]
-        .create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None)
-        .unwrap();
+    let space = new_space(&fronts[0], "s");
     let failed = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for (f, store) in fronts.iter().enumerate() {
@@ -519,7 +519,7 @@ on_both_engines! {
         assert_eq!(store.hold_lease(&b, ttl).unwrap(), None, "held by a");
         assert_eq!(store.hold_lease(&a, ttl).unwrap(), Some(first), "a renews it");
         let space =
-            store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+            new_space(&store, "s");
         overwrite(&store, space.id, "/x.txt", b"x");
         let head = store.outbox_head().unwrap();
         // a, the holder, may prune.
@@ -592,7 +592,7 @@ on_both_engines! {
         let home = Home::new(engine);
         let store = home.open();
         let space =
-            store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+            new_space(&store, "s");
         let committed = overwrite(&store, space.id, "/kept.bin", &large(1));
         // Left by a front that stopped between the upload and its commit.
         let (stale, fresh) = (large(2), large(3));
@@ -689,7 +689,7 @@ on_both_engines! {
         let home = Home::new(engine);
         let store = home.open();
         let space =
-            store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+            new_space(&store, "s");
         let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
         let outcome = overwrite(&store, space.id, "/big.bin", &body);
         assert_eq!(store.content(outcome.hash).unwrap(), body);
@@ -724,7 +724,7 @@ on_both_engines! {
         let home = Home::new(engine);
         let store = home.open();
         let space =
-            store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+            new_space(&store, "s");
         // Staged as a stream would: whole batches, then what is left.
         let body: Vec<u8> = (0..(2 * content::UPLOAD_BATCH + 1000) as u32).map(|i| (i % 253) as u8).collect();
         let stage = |body: &[u8]| {
@@ -813,7 +813,7 @@ on_both_engines! {
         let home = Home::new(engine);
         let store = home.open();
         let space =
-            store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+            new_space(&store, "s");
         let body = large(4);
         let outcome = overwrite(&store, space.id, "/old.bin", &body);
         let hash = outcome.hash;
@@ -915,7 +915,7 @@ on_both_engines! {
         let home = Home::new(engine);
         let store = home.open();
         let space =
-            store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+            new_space(&store, "s");
         overwrite(&store, space.id, "/a.txt", b"a");
         let head = store.outbox_head().unwrap();
         assert!(head > 0);
@@ -1037,7 +1037,7 @@ mod workflows {
             let home = Home::new(engine);
             let store = home.open();
             let source =
-                store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+                new_space(&store, "s");
             for i in 0..3 {
                 overwrite(&store, source.id, &format!("/f{i}.txt"), b"source\n");
             }
@@ -1055,7 +1055,7 @@ mod workflows {
             let home = Home::new(engine);
             let store = home.open();
             let source =
-                store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+                new_space(&store, "s");
             // More paths than a page of the fork holds.
             for i in 0..2_100 {
                 overwrite(&store, source.id, &format!("/src/m{}/f{i}.txt", i % 7), format!("file {}\n", i % 50).as_bytes());
@@ -1105,7 +1105,7 @@ mod workflows {
             let home = Home::new(engine);
             let store = home.open();
             let space =
-                store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+                new_space(&store, "s");
             let revision = || store.space(space.id).unwrap().unwrap().revision;
             let moved = |from: &str, to: &str| {
                 store.mutate(space.id, "p", true, |store, c| c.relocate(store, &path(from), &path(to), ChangeKind::Moved))
@@ -1158,7 +1158,7 @@ mod workflows {
             let home = Home::new(engine);
             let store = home.open();
             let source =
-                store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+                new_space(&store, "s");
             overwrite(&store, source.id, "/a.txt", b"1");
             overwrite(&store, source.id, "/a.txt", b"2");
             store.compact(source.id, "p", 2).unwrap();
@@ -1175,7 +1175,7 @@ mod workflows {
             let home = Home::new(engine);
             let store = home.open();
             let source =
-                store.create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None).unwrap();
+                new_space(&store, "s");
             overwrite(&store, source.id, "/a.txt", b"shared");
             let hash = Hash::of(b"shared");
             let new = NewFork { source: source.id, at_revision: 0, name: "f".into(), owner: "p".into() };
@@ -1275,9 +1275,7 @@ mod workflows {
     fn reverts_to(engine: Engine, steps: Vec<Step>, back: usize) -> Result<(), TestCaseError> {
         let home = Home::new(engine);
         let store = home.open();
-        let space = store
-            .create_space(NewSpace { name: "s".into(), owner: "p".into(), quota: Quota::default() }, None)
-            .unwrap();
+        let space = new_space(&store, "s");
         let mut revisions = vec![space.revision];
         for step in &steps {
             take(&store, space.id, step);

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use agentvfs_proto::v1 as pb;
 use support::{Front, read, write_text};
 
 /// A cleanly stopped store with 100 acknowledged files.
@@ -103,4 +104,44 @@ async fn a_store_that_lost_nothing_opens_with_everything() {
         let back = fs.read(read("s", &format!("/f{n}.txt"))).await.unwrap().into_inner();
         assert!(back.content.starts_with(&format!("file {n} ")));
     }
+}
+
+/// Receipts survive a restart on their shelf, so a retried call is answered
+/// as before; a shelf that is damaged is refused, naming it.
+#[tokio::test]
+async fn receipts_outlive_a_restart_and_a_damaged_shelf_is_refused() {
+    let write = |n: u32| {
+        let mut request = write_text("s", &format!("/f{n}.txt"), "first\n");
+        request.idempotency_key = format!("key-{n}");
+        request
+    };
+    let mut front = Front::start().await;
+    front.space("s").await;
+    let mut fs = front.fs().await;
+    let mut versions = Vec::new();
+    for n in 0..20 {
+        versions.push(fs.write(write(n)).await.unwrap().into_inner().version);
+    }
+    assert!(front.terminate().await.success());
+    let dir = front.data_dir.clone();
+    let shelves: Vec<_> = std::fs::read_dir(dir.join("receipts")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(shelves.len(), 1, "a clean stop shelves the receipts: {shelves:?}");
+
+    let again = Front::start_at_with("127.0.0.1:0", dir.parent().unwrap(), &[]).await;
+    let mut fs = again.fs().await;
+    for n in 0..20 {
+        let mut request = write(n);
+        request.body = Some(pb::write_request::Body::Content("changed\n".into()));
+        let error = fs.write(request).await.unwrap_err();
+        assert_eq!(support::reason(&error), "IDEMPOTENCY_KEY_REUSED", "{n}: {error:?}");
+        let replayed = fs.write(write(n)).await.unwrap().into_inner();
+        assert_eq!(replayed.version, versions[n as usize], "the retry gets the original answer");
+    }
+    let back = fs.read(read("s", "/f0.txt")).await.unwrap().into_inner();
+    assert_eq!(back.content, "first\n");
+    drop(again);
+
+    let bytes = std::fs::read(&shelves[0]).unwrap();
+    std::fs::write(&shelves[0], &bytes[..bytes.len() - 1]).unwrap();
+    refused(&dir, "a shelf of receipts cut short", &shelves[0].display().to_string(), true);
 }

@@ -12,14 +12,11 @@
 //! within the renewal margin (see `grpc::idempotency`).
 
 use super::Store;
-use super::engine::{KeyRange, Table, Tx};
+use super::engine::{Table, Tx};
 use super::keys;
 use super::records::{ClaimRecord, Receipt, SessionRead, decode, encode};
 use crate::error::Result;
 use crate::ids::NodeId;
-
-/// Rows re-checked and removed per transaction when pruning.
-const PRUNE_BATCH: usize = 256;
 
 /// What claiming an idempotency scope found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,7 +82,7 @@ impl Store {
     /// Drops claims whose deadline passed before `now_ms` (left by fronts
     /// that died mid-call); returns how many.
     pub fn prune_claims(&self, now_ms: i64) -> Result<usize> {
-        self.prune(Table::Claims, |raw| Ok(decode::<ClaimRecord>(raw)?.deadline_ms < now_ms))
+        self.engine().prune(Table::Claims, &|raw| Ok(decode::<ClaimRecord>(raw)?.deadline_ms < now_ms))
     }
 
     /// Records that `session` read `read.version` of `node`: one write,
@@ -102,40 +99,7 @@ impl Store {
 
     /// Drops session records that expired before `now_ms`; returns how many.
     pub fn prune_session_reads(&self, now_ms: i64) -> Result<usize> {
-        self.prune(Table::Sessions, |raw| Ok(decode::<SessionRead>(raw)?.expires_ms < now_ms))
-    }
-
-    /// Removes the rows of `table` that are `expired`, checking each again
-    /// in the transaction that removes it: a row renewed or rewritten since
-    /// the scan found it stays.
-    fn prune(&self, table: Table, expired: impl Fn(&[u8]) -> Result<bool>) -> Result<usize> {
-        let mut found = Vec::new();
-        for item in self.range(table, KeyRange::from(Vec::new())) {
-            let (key, value) = item?;
-            if expired(&value)? {
-                found.push(key.to_vec());
-            }
-        }
-        let mut removed = 0;
-        for batch in found.chunks(PRUNE_BATCH) {
-            let mut removed_here = 0;
-            self.transact(|tx| {
-                removed_here = 0;
-                let wanted: Vec<(Table, Vec<u8>)> = batch.iter().map(|key| (table, key.clone())).collect();
-                tx.read_ahead(&wanted)?;
-                for key in batch {
-                    if let Some(raw) = tx.get(table, key)?
-                        && expired(&raw)?
-                    {
-                        tx.delete(table, key)?;
-                        removed_here += 1;
-                    }
-                }
-                Ok(())
-            })?;
-            removed += removed_here;
-        }
-        Ok(removed)
+        self.engine().prune(Table::Sessions, &|raw| Ok(decode::<SessionRead>(raw)?.expires_ms < now_ms))
     }
 }
 

@@ -207,6 +207,15 @@ pub trait Engine: Send + Sync + fmt::Debug {
     /// claims and session reads, must live in it rather than in memory.
     fn shared(&self) -> bool;
 
+    /// Removes the rows of `table` that `expired` says are, checking each
+    /// again in the transaction that removes it: a row renewed or rewritten
+    /// since the scan found it stays. Returns how many were removed. (The
+    /// embedded engine keeps receipts in bulk and drops them in bulk: some
+    /// expired ones stay a while longer.)
+    fn prune(&self, table: Table, expired: &dyn Fn(&[u8]) -> Result<bool>) -> Result<usize> {
+        prune_rows(self, table, expired)
+    }
+
     /// Locks `rows` (made, empty, where missing) in a transaction of their
     /// own until the returned value is dropped: a transaction of any front
     /// that reads one of them ahead waits until then. For storage that
@@ -215,6 +224,44 @@ pub trait Engine: Send + Sync + fmt::Debug {
     fn hold(&self, _rows: &[(Table, Vec<u8>)]) -> Result<Held> {
         Ok(Box::new(()))
     }
+}
+
+/// Rows re-checked and removed per transaction when pruning.
+const PRUNE_BATCH: usize = 256;
+
+/// [`Engine::prune`] by a scan, then a transaction per batch of rows.
+pub fn prune_rows<E: Engine + ?Sized>(
+    engine: &E,
+    table: Table,
+    expired: &dyn Fn(&[u8]) -> Result<bool>,
+) -> Result<usize> {
+    let mut found = Vec::new();
+    for item in engine.scan(table, KeyRange::from(Vec::new()), false) {
+        let (key, value) = item?;
+        if expired(&value)? {
+            found.push(key.to_vec());
+        }
+    }
+    let mut removed = 0;
+    for batch in found.chunks(PRUNE_BATCH) {
+        let mut removed_here = 0;
+        engine.transact(&mut |tx| {
+            removed_here = 0;
+            let wanted: Vec<(Table, Vec<u8>)> = batch.iter().map(|key| (table, key.clone())).collect();
+            tx.read_ahead(&wanted)?;
+            for key in batch {
+                if let Some(raw) = tx.get(table, key)?
+                    && expired(&raw)?
+                {
+                    tx.delete(table, key)?;
+                    removed_here += 1;
+                }
+            }
+            Ok(())
+        })?;
+        removed += removed_here;
+    }
+    Ok(removed)
 }
 
 /// Rows locked by [`Engine::hold`], released on drop.

@@ -17,6 +17,10 @@
 //! is harmless) and removes it: a commit is then either all there or not
 //! there at all.
 //!
+//! A commit's idempotency receipts go to no tree: its record is replaced by
+//! one of its receipts alone, which stays until the receipts are on a shelf
+//! (see [`super::receipts`]); replay stages such a record's receipts again.
+//!
 //! A record is a list of writes, each: the table (one byte), the key's
 //! length (four bytes, big-endian) and the key, then `1`, the value's
 //! length and the value for an insert, or `0` for a removal.
@@ -24,6 +28,7 @@
 use prost::bytes::Bytes;
 
 use super::Table;
+use super::receipts::Receipts;
 
 /// The name of the journal's tree.
 pub const TREE: &str = "journal";
@@ -54,9 +59,13 @@ fn put_bytes(record: &mut Vec<u8>, bytes: &[u8]) {
     record.extend_from_slice(bytes);
 }
 
-/// Applies `writes` to the trees, in order, as plain writes.
+/// Applies `writes` to the trees, in order, as plain writes; receipts are
+/// not kept in a tree (see [`super::receipts`]).
 pub fn write_all<'a>(trees: &[sled::Tree], writes: impl IntoIterator<Item = Write<'a>>) -> sled::Result<()> {
     for (table, key, value) in writes {
+        if table == Table::Receipts {
+            continue;
+        }
         let tree = &trees[table as usize];
         match value {
             Some(value) => drop(tree.insert(key, value)?),
@@ -66,19 +75,43 @@ pub fn write_all<'a>(trees: &[sled::Tree], writes: impl IntoIterator<Item = Writ
     Ok(())
 }
 
-/// Writes every commit left in `journal` into `trees` and removes its
-/// record, oldest first; returns how many there were.
-pub fn replay(journal: &sled::Tree, trees: &[sled::Tree]) -> Result<usize, String> {
+/// Writes every commit left in `journal` into `trees`, oldest first, and
+/// stages its receipts in `receipts`: a record of receipts alone stays,
+/// until they are shelved; a record of a commit that left none is removed.
+/// Returns how many commits were written, and the number after the last
+/// record's.
+pub fn replay(journal: &sled::Tree, trees: &[sled::Tree], receipts: &Receipts) -> Result<(usize, u64), String> {
     let mut replayed = 0;
+    let mut next = 0;
     for item in journal.iter() {
         let (key, record) = item.map_err(|e| format!("cannot read the journal: {e}"))?;
-        let writes = decode(&Bytes::from_owner(record)).map_err(|e| format!("journal record {key:?}: {e}"))?;
-        let writes = writes.iter().map(|(table, key, value)| (*table, &key[..], value.as_deref()));
-        write_all(trees, writes).map_err(|e| format!("cannot replay the journal: {e}"))?;
-        journal.remove(key).map_err(|e| format!("cannot empty the journal: {e}"))?;
-        replayed += 1;
+        let number =
+            <[u8; 8]>::try_from(&key[..]).map(u64::from_be_bytes).map_err(|_| format!("journal key {key:?}"))?;
+        next = number + 1;
+        let writes = decode(&Bytes::from_owner(record)).map_err(|e| format!("journal record {number}: {e}"))?;
+        let writes: Vec<Write<'_>> =
+            writes.iter().map(|(table, key, value)| (*table, &key[..], value.as_deref())).collect();
+        let kept: Vec<(&[u8], &[u8])> = writes
+            .iter()
+            .filter_map(|&(table, key, value)| (table == Table::Receipts).then_some((key, value?)))
+            .collect();
+        if kept.len() < writes.len() {
+            write_all(trees, writes.iter().copied()).map_err(|e| format!("cannot replay the journal: {e}"))?;
+            replayed += 1;
+        }
+        let failed = |e: sled::Error| format!("cannot rewrite the journal: {e}");
+        if kept.is_empty() {
+            journal.remove(key).map_err(failed)?;
+        } else {
+            if kept.len() < writes.len() {
+                let alone = kept.iter().map(|&(key, value)| (Table::Receipts, key, Some(value)));
+                journal.insert(&key, encode(alone)).map_err(failed)?;
+            }
+            receipts.stage(number, kept.iter().copied());
+            receipts.settle(number, kept.iter().map(|&(key, _)| key));
+        }
     }
-    Ok(replayed)
+    Ok((replayed, next))
 }
 
 /// The writes of a journal record, or why it cannot be read.

@@ -13,7 +13,9 @@
 mod failure;
 mod flusher;
 mod journal;
+mod receipts;
 pub mod seal;
+mod shelf;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,10 +52,13 @@ pub struct SledEngine {
     db: sled::Db,
     /// One tree per [`Table`], in its order (`Meta` is sled's default tree).
     trees: Vec<sled::Tree>,
-    /// Commits on their way into `trees`; see [`journal`].
+    /// Commits on their way into `trees`, and receipts on their way to a
+    /// shelf; see [`journal`].
     journal: sled::Tree,
     /// Held by the transaction running; holds the next journal key.
     committing: Mutex<u64>,
+    receipts: Arc<receipts::Receipts>,
+    shelver: Mutex<receipts::Shelver>,
     /// Readers hold it shared for each read; a commit holds it alone while
     /// its writes go in, so that no read sees part of one.
     visible: RwLock<()>,
@@ -96,11 +101,22 @@ impl SledEngine {
             });
         }
         let journal = db.open_tree(journal::TREE).map_err(sled_err)?;
-        let replayed =
-            journal::replay(&journal, &trees).map_err(|detail| OpenError::Engine { path: display.clone(), detail })?;
+        let receipts = receipts::Receipts::open(dir, journal.clone())
+            .map_err(|(path, detail)| seal::damaged(&path, format!("cannot open the receipts: {detail}")))?;
+        let engine_err = |detail: String| OpenError::Engine { path: display.clone(), detail };
+        // A store written before receipts were shelved kept them in a tree.
+        let tree = &trees[Table::Receipts as usize];
+        if !tree.is_empty() {
+            let entries = tree.iter().map(entry).collect::<Result<Vec<_>>>().map_err(|e| engine_err(e.to_string()))?;
+            receipts.shelve_all(entries).map_err(|e| engine_err(e.to_string()))?;
+            tree.clear().map_err(sled_err)?;
+        }
+        let (replayed, next_record) = journal::replay(&journal, &trees, &receipts).map_err(engine_err)?;
         if replayed > 0 {
             tracing::info!(commits = replayed, "wrote the commits a crash left in the journal");
         }
+        let receipts = Arc::new(receipts);
+        let shelver = receipts::Shelver::start(receipts.clone())?;
         let latch = Arc::new(failure::Latch::default());
         let flusher = Arc::new(flusher::Flusher::start(db.clone(), options.durability, latch.clone())?);
         Ok(Self {
@@ -108,7 +124,9 @@ impl SledEngine {
             db,
             trees,
             journal,
-            committing: Mutex::new(0),
+            committing: Mutex::new(next_record),
+            receipts,
+            shelver: Mutex::new(shelver),
             visible: RwLock::new(()),
             flusher,
             latch,
@@ -178,6 +196,9 @@ impl SledEngine {
 impl Engine for SledEngine {
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Bytes>> {
         let _visible = self.visible.read().unwrap_or_else(PoisonError::into_inner);
+        if table == Table::Receipts {
+            return self.receipts.get(key);
+        }
         Ok(self.tree(table).get(key)?.map(Bytes::from_owner))
     }
 
@@ -185,6 +206,17 @@ impl Engine for SledEngine {
         let tree = self.tree(table);
         if range.end.as_ref().is_some_and(|end| *end <= range.start) {
             return Box::new(std::iter::empty());
+        }
+        if table == Table::Receipts {
+            let found = {
+                let _visible = self.visible.read().unwrap_or_else(PoisonError::into_inner);
+                self.receipts.range(&range.start, range.end.as_deref())
+            };
+            return match found {
+                Ok(found) if reverse => Box::new(found.into_iter().rev().map(Ok)),
+                Ok(found) => Box::new(found.into_iter().map(Ok)),
+                Err(error) => Box::new(std::iter::once(Err(error))),
+            };
         }
         let mut entries = match range.end {
             Some(end) => tree.range(range.start..end),
@@ -201,6 +233,9 @@ impl Engine for SledEngine {
     fn scan_snapshot(&self, table: Table, limit: usize) -> Result<Vec<(Bytes, Bytes)>> {
         // No commit goes in while the scan holds the trees' visibility.
         let _visible = self.visible.read().unwrap_or_else(PoisonError::into_inner);
+        if table == Table::Receipts {
+            return Ok(self.receipts.range(&[], None)?.into_iter().take(limit).collect());
+        }
         self.tree(table).iter().take(limit).map(entry).collect()
     }
 
@@ -208,12 +243,19 @@ impl Engine for SledEngine {
         // Fails fast: after a failed write sled may hang a new one.
         self.latch.check()?;
         let mut next_key = self.committing.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut tx = SledTx { trees: &self.trees, writes: vec![BTreeMap::new(); self.trees.len()] };
+        let mut tx =
+            SledTx { trees: &self.trees, receipts: &self.receipts, writes: vec![BTreeMap::new(); self.trees.len()] };
         work(&mut tx)?;
         if tx.writes.iter().all(BTreeMap::is_empty) {
             return Ok(());
         }
-        let key = next_key.to_be_bytes();
+        let receipts: Vec<(&[u8], &[u8])> = tx.writes[Table::Receipts as usize]
+            .iter()
+            .map(|(key, value)| value.as_deref().map(|value| (key.as_slice(), value)))
+            .collect::<Option<_>>()
+            .ok_or_else(|| Error::internal("receipts are removed by pruning alone"))?;
+        let record = *next_key;
+        let key = record.to_be_bytes();
         *next_key += 1;
         let failed = |error: sled::Error| self.latch.trip(format_args!("write: {error}"));
         self.journal.insert(key, journal::encode(tx.writes())).map_err(failed)?;
@@ -221,8 +263,18 @@ impl Engine for SledEngine {
         {
             let _alone = self.visible.write().unwrap_or_else(PoisonError::into_inner);
             journal::write_all(&self.trees, tx.writes()).map_err(failed)?;
+            self.receipts.stage(record, receipts.iter().copied());
         }
-        self.journal.remove(key).map_err(failed)?;
+        if receipts.is_empty() {
+            self.journal.remove(key).map_err(failed)?;
+        } else {
+            // The record now holds the receipts alone, until a shelf does.
+            let alone = receipts.iter().map(|&(key, value)| (Table::Receipts, key, Some(value)));
+            self.journal.insert(key, journal::encode(alone)).map_err(failed)?;
+            if self.receipts.settle(record, receipts.iter().map(|&(key, _)| key)) {
+                self.shelver.lock().unwrap_or_else(PoisonError::into_inner).wake();
+            }
+        }
         Ok(())
     }
 
@@ -245,7 +297,7 @@ impl Engine for SledEngine {
     }
 
     fn size_on_disk(&self) -> Result<Option<u64>> {
-        Ok(Some(self.db.size_on_disk()?))
+        Ok(Some(self.db.size_on_disk()? + self.receipts.size()))
     }
 
     fn check_watermark(&self, watermark: u64) -> Result<(), OpenError> {
@@ -261,7 +313,15 @@ impl Engine for SledEngine {
     }
 
     fn shutdown(&self) -> Result<()> {
+        self.shelver.lock().unwrap_or_else(PoisonError::into_inner).stop();
         self.flusher.shutdown()
+    }
+
+    fn prune(&self, table: Table, expired: &dyn Fn(&[u8]) -> Result<bool>) -> Result<usize> {
+        match table {
+            Table::Receipts => self.receipts.prune(expired),
+            table => super::prune_rows(self, table, expired),
+        }
     }
 
     fn health(&self) -> Health {
@@ -286,6 +346,7 @@ fn entry(item: sled::Result<(sled::IVec, sled::IVec)>) -> Result<(Bytes, Bytes)>
 /// which it keeps until the commit.
 struct SledTx<'a> {
     trees: &'a [sled::Tree],
+    receipts: &'a receipts::Receipts,
     /// Per [`Table`], in its order: the value each key is set to, or
     /// `None` where it is removed.
     writes: Vec<BTreeMap<Vec<u8>, Option<Bytes>>>,
@@ -305,6 +366,7 @@ impl Tx for SledTx<'_> {
     fn get(&mut self, table: Table, key: &[u8]) -> Result<Option<Bytes>> {
         match self.writes[table as usize].get(key) {
             Some(written) => Ok(written.clone()),
+            None if table == Table::Receipts => self.receipts.get(key),
             None => Ok(self.trees[table as usize].get(key)?.map(Bytes::from_owner)),
         }
     }
@@ -321,6 +383,9 @@ impl Tx for SledTx<'_> {
 
     fn scan_prefix(&mut self, table: Table, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
         // Commits run one at a time, so the trees hold what is committed.
+        if table == Table::Receipts {
+            return self.receipts.range(prefix, super::KeyRange::prefix(prefix).end.as_deref());
+        }
         self.trees[table as usize].scan_prefix(prefix).map(entry).collect()
     }
 }
@@ -376,13 +441,106 @@ mod tests {
                 (Table::Current, &b"path"[..], Some(&b"entry"[..])),
             ]);
             engine.journal.insert(7u64.to_be_bytes(), record).unwrap();
+            let with_receipt = journal::encode([
+                (Table::Trash, &b"t"[..], Some(&b"1"[..])),
+                (Table::Receipts, &b"scope"[..], Some(&b"receipt"[..])),
+            ]);
+            engine.journal.insert(8u64.to_be_bytes(), with_receipt).unwrap();
             engine.shutdown().unwrap();
         }
         let engine = open(dir.path());
         assert_eq!(get(&engine, Table::Spaces, b"gone"), None);
         assert_eq!(get(&engine, Table::Versions, b"kept").as_deref(), Some(&b"new"[..]));
         assert_eq!(get(&engine, Table::Current, b"path").as_deref(), Some(&b"entry"[..]));
-        assert!(engine.journal.is_empty(), "the journal is emptied once replayed");
+        assert_eq!(get(&engine, Table::Trash, b"t").as_deref(), Some(&b"1"[..]));
+        assert_eq!(get(&engine, Table::Receipts, b"scope").as_deref(), Some(&b"receipt"[..]));
+        // What stays is the receipt alone, until it is shelved.
+        let left: Vec<(Vec<u8>, Vec<u8>)> =
+            engine.journal.iter().map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap()).collect();
+        let alone = journal::encode([(Table::Receipts, &b"scope"[..], Some(&b"receipt"[..]))]);
+        assert_eq!(left, [(8u64.to_be_bytes().to_vec(), alone)]);
+        engine.receipts.tidy().unwrap();
+        assert!(engine.journal.is_empty(), "the journal is emptied once replayed and shelved");
+        assert_eq!(get(&engine, Table::Receipts, b"scope").as_deref(), Some(&b"receipt"[..]));
+    }
+
+    /// A receipt is in the journal (staged) or on a shelf from its commit
+    /// on, across reopens, and commits after a reopen are numbered after
+    /// the journal records left.
+    #[test]
+    fn receipts_are_found_from_their_commit_to_their_shelf_and_across_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let receipt =
+            |n: u32| (blake3::hash(&n.to_be_bytes()).as_bytes().to_vec(), format!("response {n}").into_bytes());
+        let commit = |engine: &SledEngine, range: std::ops::Range<u32>| {
+            for n in range {
+                let (key, value) = receipt(n);
+                engine
+                    .transact(&mut |tx| {
+                        tx.put(Table::Trash, &n.to_be_bytes(), b"x")?;
+                        tx.put(Table::Receipts, &key, &value)
+                    })
+                    .unwrap();
+            }
+        };
+        let found = |engine: &SledEngine, mut range: std::ops::Range<u32>| {
+            range.all(|n| get(engine, Table::Receipts, &receipt(n).0).as_deref() == Some(&receipt(n).1[..]))
+        };
+        // The test shelves by hand.
+        let open = |dir: &Path| {
+            let engine = open(dir);
+            engine.shelver.lock().unwrap().stop();
+            engine
+        };
+        {
+            let engine = open(dir.path());
+            commit(&engine, 0..100);
+            assert!(found(&engine, 0..100));
+            assert_eq!(engine.journal.len(), 100, "staged, each in its record");
+            engine.receipts.tidy().unwrap();
+            assert!(engine.journal.is_empty());
+            assert!(found(&engine, 0..100));
+            commit(&engine, 100..150);
+            engine.shutdown().unwrap();
+        }
+        {
+            let engine = open(dir.path());
+            assert_eq!(*engine.committing.lock().unwrap(), 150, "numbered on after the records left");
+            assert!(engine.journal.is_empty(), "a stopping shelver shelves what is staged");
+            assert!(found(&engine, 0..150));
+            commit(&engine, 150..160);
+            assert!(found(&engine, 0..160));
+            assert_eq!(engine.journal.len(), 10);
+            engine.shutdown().unwrap();
+        }
+        let engine = open(dir.path());
+        assert!(found(&engine, 0..160));
+        assert_eq!(get(&engine, Table::Trash, &159u32.to_be_bytes()).as_deref(), Some(&b"x"[..]));
+        let all: Vec<_> = engine.scan(Table::Receipts, KeyRange::from(Vec::new()), false).map(Result::unwrap).collect();
+        assert_eq!(all.len(), 160);
+        assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "in key order");
+        // Receipts go by pruning, not one by one.
+        assert!(engine.transact(&mut |tx| tx.delete(Table::Receipts, &receipt(1).0)).is_err());
+        assert!(found(&engine, 0..160));
+    }
+
+    /// A store that kept receipts in a tree has them moved to a shelf.
+    #[test]
+    fn receipts_kept_in_a_tree_move_to_a_shelf_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = sled::Config::new().path(dir.path()).open().unwrap();
+            let tree = db.open_tree(Table::Receipts.name()).unwrap();
+            for n in 0u32..10 {
+                tree.insert(n.to_be_bytes(), &n.to_le_bytes()).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let engine = open(dir.path());
+        assert!(engine.tree(Table::Receipts).is_empty());
+        for n in 0u32..10 {
+            assert_eq!(get(&engine, Table::Receipts, &n.to_be_bytes()).as_deref(), Some(&n.to_le_bytes()[..]));
+        }
     }
 
     /// A transaction reads its own writes over the trees, and its journal

@@ -208,13 +208,16 @@ impl Engine for SledEngine {
             return Box::new(std::iter::empty());
         }
         if table == Table::Receipts {
+            // Staged receipts as of one moment, in sight of commits whole.
             let found = {
                 let _visible = self.visible.read().unwrap_or_else(PoisonError::into_inner);
                 self.receipts.range(&range.start, range.end.as_deref())
             };
-            return match found {
-                Ok(found) if reverse => Box::new(found.into_iter().rev().map(Ok)),
-                Ok(found) => Box::new(found.into_iter().map(Ok)),
+            if !reverse {
+                return Box::new(found);
+            }
+            return match found.collect::<Result<Vec<_>>>() {
+                Ok(found) => Box::new(found.into_iter().rev().map(Ok)),
                 Err(error) => Box::new(std::iter::once(Err(error))),
             };
         }
@@ -234,7 +237,7 @@ impl Engine for SledEngine {
         // No commit goes in while the scan holds the trees' visibility.
         let _visible = self.visible.read().unwrap_or_else(PoisonError::into_inner);
         if table == Table::Receipts {
-            return Ok(self.receipts.range(&[], None)?.into_iter().take(limit).collect());
+            return self.receipts.range(&[], None).take(limit).collect();
         }
         self.tree(table).iter().take(limit).map(entry).collect()
     }
@@ -384,7 +387,7 @@ impl Tx for SledTx<'_> {
     fn scan_prefix(&mut self, table: Table, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
         // Commits run one at a time, so the trees hold what is committed.
         if table == Table::Receipts {
-            return self.receipts.range(prefix, super::KeyRange::prefix(prefix).end.as_deref());
+            return self.receipts.range(prefix, super::KeyRange::prefix(prefix).end.as_deref()).collect();
         }
         self.trees[table as usize].scan_prefix(prefix).map(entry).collect()
     }

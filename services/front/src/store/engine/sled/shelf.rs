@@ -19,6 +19,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write as _};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use prost::bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -202,26 +203,26 @@ impl Shelf {
         Ok(block.binary_search_by(|(k, _)| k.as_ref().cmp(key)).ok().map(|at| block[at].1.clone()))
     }
 
-    /// The entries whose keys are in `[start, end)` (`end`: `None` for
-    /// no end), in key order.
-    pub fn range(&self, start: &[u8], end: Option<&[u8]>) -> Result<Vec<(Bytes, Bytes)>> {
-        let first = self.meta.blocks.partition_point(|b| b.first.as_slice() <= start).saturating_sub(1);
-        let mut out = Vec::new();
-        for i in first..self.meta.blocks.len() {
-            if end.is_some_and(|end| self.meta.blocks[i].first.as_slice() >= end) {
-                break;
-            }
-            let block = self.block(i)?;
-            out.extend(
-                block.into_iter().filter(|(k, _)| k.as_ref() >= start && end.is_none_or(|end| k.as_ref() < end)),
-            );
-        }
-        Ok(out)
-    }
-
-    /// Every entry, a block at a time, in key order.
-    pub fn blocks(&self) -> impl Iterator<Item = Result<Vec<(Bytes, Bytes)>>> + '_ {
-        (0..self.meta.blocks.len()).map(|i| self.block(i))
+    /// The entries whose keys are in `[start, end)` (`end`: `None` for no
+    /// end), in key order, a block at a time, read as they are consumed.
+    pub fn blocks_in(
+        self: &Arc<Self>,
+        start: &[u8],
+        end: Option<&[u8]>,
+    ) -> impl Iterator<Item = Result<Vec<(Bytes, Bytes)>>> + Send + use<> {
+        let shelf = self.clone();
+        let (start, end) = (start.to_vec(), end.map(<[u8]>::to_vec));
+        let first = shelf.meta.blocks.partition_point(|b| b.first.as_slice() <= start.as_slice()).saturating_sub(1);
+        let last = match &end {
+            Some(end) => shelf.meta.blocks.partition_point(|b| b.first.as_slice() < end.as_slice()),
+            None => shelf.meta.blocks.len(),
+        };
+        (first..last.max(first)).map(move |i| {
+            let mut block = shelf.block(i)?;
+            let within = |key: &[u8]| key >= start.as_slice() && end.as_deref().is_none_or(|end| key < end);
+            block.retain(|(key, _)| within(key));
+            Ok(block)
+        })
     }
 
     /// Removes the shelf's file.
@@ -345,13 +346,16 @@ mod tests {
         }
 
         // Reopened, it reads the same; a range is the sorted slice.
-        let shelf = Shelf::open(dir.path(), 7).unwrap();
+        let shelf = Arc::new(Shelf::open(dir.path(), 7).unwrap());
         assert_eq!((shelf.entries(), shelf.filled_ms(), shelf.level()), (5_000, 1_000, 0));
+        let range = |start: &[u8], end: Option<&[u8]>| -> Vec<_> {
+            shelf.blocks_in(start, end).flat_map(Result::unwrap).collect()
+        };
         let (start, end) = (&entries[1_000].0, &entries[3_000].0);
-        assert_eq!(shelf.range(start, Some(end)).unwrap(), entries[1_000..3_000]);
-        assert_eq!(shelf.range(start, None).unwrap(), entries[1_000..]);
-        let all: Vec<_> = shelf.blocks().flat_map(Result::unwrap).collect();
-        assert_eq!(all, entries);
+        assert_eq!(range(start, Some(end)), entries[1_000..3_000]);
+        assert_eq!(range(start, None), entries[1_000..]);
+        assert_eq!(range(&[], None), entries);
+        assert_eq!(range(end, Some(start)), []);
     }
 
     #[test]

@@ -186,8 +186,13 @@ impl Receipts {
             return Ok(());
         }
         let _alone = lock(&self.tidying);
+        self.fill_shelf(entries.len(), entries.into_iter().map(Ok))
+    }
+
+    /// Writes a shelf of `count` entries (key order) and puts it in place.
+    fn fill_shelf(&self, count: usize, entries: impl IntoIterator<Item = Result<(Bytes, Bytes)>>) -> Result<()> {
         let seq = self.next_shelf.fetch_add(1, Ordering::Relaxed);
-        let shelf = Shelf::write(&self.dir, seq, 0, now_ms(), entries.len(), entries.into_iter().map(Ok))?;
+        let shelf = Shelf::write(&self.dir, seq, 0, now_ms(), count, entries)?;
         self.shelves.write().unwrap_or_else(PoisonError::into_inner).push(Arc::new(shelf));
         Ok(())
     }
@@ -207,10 +212,7 @@ impl Receipts {
         if taken.is_empty() {
             return Ok(());
         }
-        let seq = self.next_shelf.fetch_add(1, Ordering::Relaxed);
-        let entries = taken.iter().map(|(key, receipt)| Ok((key.clone(), receipt.value.clone())));
-        let shelf = Shelf::write(&self.dir, seq, 0, now_ms(), taken.len(), entries)?;
-        self.shelves.write().unwrap_or_else(PoisonError::into_inner).push(Arc::new(shelf));
+        self.fill_shelf(taken.len(), taken.iter().map(|(key, receipt)| Ok((key.clone(), receipt.value.clone()))))?;
         {
             let mut staged = lock(&self.staged);
             for (key, receipt) in &taken {

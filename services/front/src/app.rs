@@ -40,8 +40,8 @@ pub struct Front {
     pub admission: crate::admission::Admission,
     /// How far every worker's index has caught up with the outbox.
     pub index_progress: Arc<crate::indexer::Progress>,
-    /// Where changes wait for their space's turn (see [`crate::grpc::Turns`]).
-    pub turns: crate::grpc::Turns,
+    /// Where changes wait for their space's turn (see [`crate::turns`]).
+    pub turns: crate::turns::Turns,
 }
 
 /// A resolved request target: a visible space and a normalized path in it.

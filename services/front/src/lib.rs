@@ -58,4 +58,5 @@ pub mod sessions;
 pub mod store;
 pub mod system_files;
 pub mod text;
+pub mod turns;
 pub mod workers;

@@ -109,7 +109,7 @@ pub async fn serve(
         workers: workers.clone(),
         grep: Arc::new(Grep::new(store.clone(), workers.clone(), grep_budget)),
         in_flight: crate::app::InFlight::new(config.lease),
-        turns: crate::grpc::Turns::new(!store.shared()),
+        turns: crate::turns::Turns::new(!store.shared()),
         admission: crate::admission::Admission::new(config.max_in_flight, config.rate_limit),
         index_progress: index_progress.clone(),
     });
@@ -238,6 +238,11 @@ pub async fn serve(
     if let Some(http) = http {
         http.abort();
         let _ = http.await;
+    }
+    // Changes already queued on their spaces' lines run to their end.
+    let lines = front.clone();
+    if let Err(error) = tokio::task::spawn_blocking(move || lines.turns.close()).await {
+        tracing::error!(%error, "closing the lines of changes failed");
     }
     if shared {
         // Another front takes the background work over at once.

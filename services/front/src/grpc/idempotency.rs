@@ -5,9 +5,10 @@
 //! response) is written in the same transaction as the change it describes,
 //! so it exists exactly when the change does. While a call runs, its scope
 //! is claimed: a concurrent call with the same key gets
-//! IDEMPOTENCY_REQUEST_IN_PROGRESS. The claim lives inside the blocking task
-//! that applies the change, which runs to completion even if the client goes
-//! away, so a retry can never overlap the original.
+//! IDEMPOTENCY_REQUEST_IN_PROGRESS. The claim lives inside the task that
+//! applies the change (on the blocking pool, or on its space's line, see
+//! [`crate::turns`]), which runs to completion even if the client goes away,
+//! so a retry can never overlap the original.
 //!
 //! A front claims the scope in memory first, which answers a duplicate sent
 //! to the same front without a round trip. When several fronts share the

@@ -32,7 +32,6 @@ use crate::error::{Error, Reason, Result};
 pub(crate) use crate::page_token;
 
 pub use content::ContentService;
-pub use handler::Turns;
 
 /// The two public services of the front over shared state.
 #[derive(Debug, Clone)]

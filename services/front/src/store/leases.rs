@@ -31,11 +31,19 @@ thread_local! {
 
 /// Runs `work` as a call that carries `leases`: the commits it plans may
 /// change what those leases cover.
+/// The thread's leases are put back even when `work` panics: the thread
+/// runs other calls next.
 pub fn carrying<T>(leases: &[String], work: impl FnOnce() -> T) -> T {
-    let before = CARRIED.with(|carried| std::mem::replace(&mut *carried.borrow_mut(), leases.to_vec()));
-    let out = work();
-    CARRIED.with(|carried| *carried.borrow_mut() = before);
-    out
+    /// Puts the leases carried before back when it drops.
+    struct Restore(Vec<String>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let before = std::mem::take(&mut self.0);
+            CARRIED.with(|carried| *carried.borrow_mut() = before);
+        }
+    }
+    let _restore = Restore(CARRIED.with(|carried| std::mem::replace(&mut *carried.borrow_mut(), leases.to_vec())));
+    work()
 }
 
 /// The leases the running call carries.

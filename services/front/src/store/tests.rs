@@ -381,6 +381,24 @@ fn agrees_with_model(engine: Engine, ops: Vec<Op>) -> Result<(), TestCaseError> 
     Ok(())
 }
 
+/// A thread runs many calls (a line of changes, the blocking pool): the
+/// leases one call carries never stay with the thread, even if it panics.
+#[test]
+fn a_call_that_panics_leaves_no_leases_on_its_thread() {
+    let outer = vec!["outer".to_owned()];
+    leases::carrying(&outer, || {
+        let panicked = std::panic::catch_unwind(|| {
+            leases::carrying(&["inner".to_owned()], || {
+                assert_eq!(leases::carried(), ["inner"]);
+                panic!("a call that panics");
+            })
+        });
+        assert!(panicked.is_err());
+        assert_eq!(leases::carried(), ["outer"]);
+    });
+    assert!(leases::carried().is_empty());
+}
+
 #[test]
 fn seals_written_at_once_all_succeed() {
     // The sealer task and a shutdown can seal at the same moment; both must

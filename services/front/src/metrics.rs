@@ -18,10 +18,13 @@ use crate::indexer::Progress;
 use crate::store::Store;
 use crate::workers::Workers;
 
-/// The front's recorder: histograms with buckets from 0.5 ms to 10 s.
+/// The front's recorder: histograms of durations with buckets from 0.5 ms
+/// to 10 s, and of how many writers one flush answered from 1 to 1,024.
 pub fn recorder() -> Result<PrometheusBuilder, String> {
+    let writers = metrics_exporter_prometheus::Matcher::Full("agentvfs_flush_batch_writers".into());
     PrometheusBuilder::new()
         .set_buckets(&[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+        .and_then(|b| b.set_buckets_for_metric(writers, &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0]))
         .map_err(|e| format!("metrics buckets: {e}"))
 }
 

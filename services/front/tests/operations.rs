@@ -32,6 +32,9 @@ async fn rpc_metrics_count_calls_by_method_and_code() {
     );
     assert!(sample(&first, &["agentvfs_rpc_duration_seconds_count", "/agentvfs.v1.FileSystem/Write"]).is_some());
     assert!(sample(&first, &["agentvfs_flush_duration_seconds_count"]).is_some_and(|n| n >= 1.0));
+    // How many writers a flush answered, in buckets of writers, not seconds.
+    let lone_flushes = ["agentvfs_flush_batch_writers_bucket", "le=\"2\""];
+    assert!(sample(&first, &lone_flushes).is_some_and(|n| n >= 1.0), "{first}");
 
     fs.read(read("s", "/a.txt")).await.unwrap();
     assert_eq!(sample(&scrape(&metrics), &reads), Some(4.0));

@@ -141,6 +141,10 @@ async fn a_call_past_the_request_timeout_fails_cleanly_and_applies_at_most_once(
     assert!(waited >= Duration::from_millis(900) && waited < Duration::from_millis(2_500), "{waited:?}");
     // The server is free for other calls while the stalled one finishes.
     assert_eq!(fs.read(read("s", "/missing.md")).await.unwrap_err().code(), tonic::Code::NotFound);
+    // A change that waits behind it past its own time fails the same way,
+    // and is dropped unrun: its caller was told it did not finish.
+    let left = fs.write(write_text("s", "/left.md", "left\n")).await.unwrap_err();
+    assert_eq!(reason(&left), "OVERLOADED", "{left:?}");
 
     // Retries with the key wait for the original, then get its result.
     // Meanwhile a retry waits behind it in the space's line of changes
@@ -161,6 +165,9 @@ async fn a_call_past_the_request_timeout_fails_cleanly_and_applies_at_most_once(
     let request = pb::ListVersionsRequest { space: "s".into(), path: "/slow.md".into(), ..Default::default() };
     let versions = fs.list_versions(request).await.unwrap().into_inner().versions;
     assert_eq!(versions.iter().map(|v| v.idempotency_key.as_str()).collect::<Vec<_>>(), ["slow-1"]);
+    // Had it run, its commit would be done by now (each stalls 3 s).
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    assert_eq!(fs.read(read("s", "/left.md")).await.unwrap_err().code(), tonic::Code::NotFound);
 }
 
 #[tokio::test]

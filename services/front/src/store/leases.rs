@@ -31,6 +31,7 @@ thread_local! {
 
 /// Runs `work` as a call that carries `leases`: the commits it plans may
 /// change what those leases cover.
+///
 /// The thread's leases are put back even when `work` panics: the thread
 /// runs other calls next.
 pub fn carrying<T>(leases: &[String], work: impl FnOnce() -> T) -> T {

@@ -207,15 +207,9 @@ async fn supervise(store: Store, mut pool: watch::Receiver<Pool>, progress: Arc<
             let head = store.blocking(|store| store.outbox_head()).await.unwrap_or(0);
             let _ = pruner.prune(&store, head).await;
         }
-        // Without workers, the jobs of every commit are pruned. A commit
-        // wakes this task only when no pruning is pending: one that is
-        // waits for its turn and then reads the head again, so that a
-        // stream of commits costs one pruning per `PRUNE_EVERY`, not a
-        // wake-up and a read of the head each.
-        let idle = followers.is_empty() && pruner.due().is_none();
         tokio::select! {
             changed = pool.changed() => if changed.is_err() { break },
-            changed = commits.changed(), if idle => if changed.is_err() { break },
+            changed = commits.changed(), if followers.is_empty() => if changed.is_err() { break },
             () = until(pruner.due()), if followers.is_empty() => {}
         }
     }

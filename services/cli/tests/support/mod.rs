@@ -165,6 +165,17 @@ impl Stack {
     /// How many calls of `method` (`List`, `Write`…) the front has served
     /// since it started; it must have been started with `--metrics-listen`.
     pub fn calls(&self, method: &str) -> u64 {
+        self.metric(&format!("agentvfs_rpc_requests_total{{method=\"/agentvfs.v1.FileSystem/{method}\","))
+    }
+
+    /// How many flushes the front's store has made since it started (with
+    /// `--metrics-listen`).
+    pub fn flushes(&self) -> u64 {
+        self.metric("agentvfs_flush_batch_writers_count")
+    }
+
+    /// The sum of the front's series that start with `series`.
+    fn metric(&self, series: &str) -> u64 {
         let log = std::fs::read_to_string(self.temp.path().join("front.log")).unwrap();
         let addr = log
             .lines()
@@ -175,10 +186,9 @@ impl Stack {
         stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
         let mut metrics = String::new();
         std::io::Read::read_to_string(&mut stream, &mut metrics).unwrap();
-        let series = format!("agentvfs_rpc_requests_total{{method=\"/agentvfs.v1.FileSystem/{method}\",");
         metrics
             .lines()
-            .filter(|line| line.starts_with(&series))
+            .filter(|line| line.starts_with(series))
             .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
     }

@@ -1,11 +1,16 @@
 //! Group commit: one blocking `flush()` covers every writer waiting when it
 //! starts, so durable throughput grows with concurrency.
 //!
-//! A writer commits its transaction, then calls [`Flusher::wait`]. The
-//! flusher thread takes the whole queue of waiters, flushes once, and answers
-//! them all. A waiter that queues while a flush runs is answered by the next
-//! flush, which starts after its commit: an acknowledged write is always on
-//! disk. `flush_async` is never used (sled 0.34 can deadlock in it).
+//! A writer commits its transaction, counts it ([`Flusher::committed`]),
+//! then calls [`Flusher::wait`]. The flusher thread takes the whole queue of
+//! waiters, flushes once, and answers them all. A waiter that queues while a
+//! flush runs is answered by the next flush, which starts after its commit:
+//! an acknowledged write is always on disk. But a flush covers every
+//! commit counted when it started, so a waiter whose commits it covers
+//! joins the flush that runs, or, once it ended, is answered at once: a
+//! follower of the log that waits for the commits it read, behind their
+//! writers, costs no flush of its own.
+//! `flush_async` is never used (sled 0.34 can deadlock in it).
 //!
 //! The changes of one space commit one at a time, so flushing as soon as a
 //! waiter arrives would cover one writer per flush. So while changes are
@@ -15,7 +20,7 @@
 //! A flush that fails trips the engine's [`Latch`]: its waiters, and every
 //! waiter after them, get the latched error, and no flush runs again.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -44,8 +49,20 @@ type Waiter = oneshot::Sender<Result<()>>;
 
 #[derive(Default)]
 struct Queue {
+    /// Waiters for the next flush.
     waiters: Vec<Waiter>,
+    /// The flush that runs, if one does.
+    running: Option<Running>,
+    /// Commits the last flush that succeeded covered.
+    flushed: u64,
     closed: bool,
+}
+
+/// A flush under way: the commits it covers (those counted when it
+/// started) and the waiters who joined it since, their commits among them.
+struct Running {
+    covers: u64,
+    joined: Vec<Waiter>,
 }
 
 /// The longest a flush waits for changes on their way to a commit: the
@@ -59,6 +76,8 @@ struct Shared {
     coming: AtomicUsize,
     /// Flushes made by the flusher thread so far.
     flushes: AtomicUsize,
+    /// Commits counted so far ([`Flusher::committed`]).
+    committed: AtomicU64,
 }
 
 /// A change on its way to a commit, counted until it drops.
@@ -102,6 +121,7 @@ impl Flusher {
             wake: Condvar::new(),
             coming: AtomicUsize::new(0),
             flushes: AtomicUsize::new(0),
+            committed: AtomicU64::new(0),
         });
         let thread = if mode == Durability::Group {
             let (db, shared, latch) = (db.clone(), shared.clone(), latch.clone());
@@ -117,6 +137,12 @@ impl Flusher {
     pub fn expect(&self) -> Expected {
         self.shared.coming.fetch_add(1, Ordering::AcqRel);
         Expected(self.shared.clone())
+    }
+
+    /// Counts a commit, once its writes are in sled: a flush that starts
+    /// after it covers it.
+    pub fn committed(&self) {
+        self.shared.committed.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Resolves once everything committed before the call is on disk. The
@@ -136,6 +162,8 @@ impl Flusher {
                 })
             }
             Durability::Group => {
+                // The commits to cover: those counted before the call.
+                let committed = self.shared.committed.load(Ordering::Acquire);
                 let (tx, rx) = oneshot::channel();
                 let first = {
                     let mut queue = lock(&self.shared.queue);
@@ -143,8 +171,19 @@ impl Flusher {
                         drop(queue);
                         return Box::pin(std::future::ready(flush_or_trip(&self.db, &self.latch)));
                     }
-                    queue.waiters.push(tx);
-                    queue.waiters.len() == 1
+                    if queue.flushed >= committed {
+                        return Box::pin(std::future::ready(Ok(())));
+                    }
+                    match &mut queue.running {
+                        Some(running) if running.covers >= committed => {
+                            running.joined.push(tx);
+                            false
+                        }
+                        _ => {
+                            queue.waiters.push(tx);
+                            queue.waiters.len() == 1
+                        }
+                    }
                 };
                 // A flusher gathering a batch needs no wake-up per waiter.
                 if first {
@@ -195,7 +234,7 @@ pub fn flush_or_trip(db: &sled::Db, latch: &Latch) -> Result<()> {
 
 fn run(db: &sled::Db, shared: &Shared, latch: &Latch, gather: Duration) {
     loop {
-        let batch = {
+        let (batch, covers) = {
             let mut queue = lock(&shared.queue);
             while queue.waiters.is_empty() && !queue.closed {
                 queue = shared.wake.wait(queue).unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -210,15 +249,26 @@ fn run(db: &sled::Db, shared: &Shared, latch: &Latch, gather: Duration) {
                 };
                 queue = shared.wake.wait_timeout(queue, left).unwrap_or_else(std::sync::PoisonError::into_inner).0;
             }
-            std::mem::take(&mut queue.waiters)
+            // Read under the lock, so that a waiter that finds the flush
+            // covering its commits finds it before it ends.
+            let covers = shared.committed.load(Ordering::Acquire);
+            queue.running = Some(Running { covers, joined: Vec::new() });
+            (std::mem::take(&mut queue.waiters), covers)
         };
         let started = std::time::Instant::now();
         let result = flush_or_trip(db, latch);
+        let joined = {
+            let mut queue = lock(&shared.queue);
+            if result.is_ok() {
+                queue.flushed = queue.flushed.max(covers);
+            }
+            queue.running.take().map_or_else(Vec::new, |running| running.joined)
+        };
         shared.flushes.fetch_add(1, Ordering::Relaxed);
         fault_point!("store::after_flush");
-        metrics::histogram!("agentvfs_flush_batch_writers").record(batch.len() as f64);
+        metrics::histogram!("agentvfs_flush_batch_writers").record((batch.len() + joined.len()) as f64);
         metrics::histogram!("agentvfs_flush_duration_seconds").record(started.elapsed().as_secs_f64());
-        for waiter in batch {
+        for waiter in batch.into_iter().chain(joined) {
             let _ = waiter.send(result.clone());
         }
     }
@@ -247,12 +297,14 @@ mod tests {
         let (db, flusher) = flusher(&dir, Duration::from_secs(60));
         let coming = flusher.expect();
         db.insert("first", "committed").unwrap();
+        flusher.committed();
         let first = tokio::spawn(flusher.wait());
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(flushes(&flusher), 0, "no flush while a change is on its way");
         assert!(!first.is_finished());
 
         db.insert("second", "committed").unwrap();
+        flusher.committed();
         let second = flusher.wait();
         drop(coming);
         second.await.unwrap();
@@ -267,12 +319,35 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (db, flusher) = flusher(&dir, Duration::from_millis(50));
         db.insert("alone", "committed").unwrap();
+        flusher.committed();
         flusher.wait().await.unwrap();
         assert_eq!(flushes(&flusher), 1);
 
         let _slow = flusher.expect();
         db.insert("before the slow one", "committed").unwrap();
+        flusher.committed();
         flusher.wait().await.unwrap();
         assert_eq!(flushes(&flusher), 2);
+    }
+
+    /// A waiter whose commits a flush that ended already covered is
+    /// answered without another flush; a commit after it needs one.
+    #[tokio::test]
+    async fn a_waiter_covered_by_a_flush_that_ended_needs_no_flush_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, flusher) = flusher(&dir, GATHER);
+        db.insert("written", "committed").unwrap();
+        flusher.committed();
+        flusher.wait().await.unwrap();
+        assert_eq!(flushes(&flusher), 1);
+
+        // A follower that read the commit waits for it after its writer.
+        flusher.wait().await.unwrap();
+        assert_eq!(flushes(&flusher), 1, "the first flush covers the commit");
+
+        db.insert("later", "committed").unwrap();
+        flusher.committed();
+        flusher.wait().await.unwrap();
+        assert_eq!(flushes(&flusher), 2, "a commit after the flush needs the next");
     }
 }

@@ -278,6 +278,7 @@ impl Engine for SledEngine {
                 self.shelver.lock().unwrap_or_else(PoisonError::into_inner).wake();
             }
         }
+        self.flusher.committed();
         Ok(())
     }
 

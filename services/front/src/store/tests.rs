@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
+use super::engine::sled::when_unlocked;
 use super::*;
 use crate::error::Reason;
 
@@ -163,9 +164,8 @@ impl Home {
         self.try_open().unwrap_or_else(|error| panic!("{error}"))
     }
 
-    /// Opens the store. sled releases its file lock from a background
-    /// thread after the last handle is dropped, so a reopen in the same
-    /// process can briefly find it still held; a new process never does.
+    /// Opens the store (a reopen waits for sled's file lock, see
+    /// [`when_unlocked`]).
     fn try_open(&self) -> Result<Store, OpenError> {
         let dir = match self {
             Home::Sled(dir) => dir.path(),
@@ -179,17 +179,7 @@ impl Home {
                 return Store::connect(&options, StoreLimits::default());
             }
         };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            match Store::open(dir, Durability::Group, StoreLimits::default()) {
-                Err(OpenError::Engine { detail, .. })
-                    if detail.contains("could not acquire lock") && std::time::Instant::now() < deadline =>
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                other => return other,
-            }
-        }
+        when_unlocked(|| Store::open(dir, Durability::Group, StoreLimits::default()))
     }
 }
 

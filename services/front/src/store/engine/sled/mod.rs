@@ -412,6 +412,25 @@ fn is_storage_full(error: &std::io::Error) -> bool {
     error.kind() == std::io::ErrorKind::StorageFull || matches!(error.raw_os_error(), Some(28 | 122))
 }
 
+/// Runs `open` until sled no longer holds the store's file lock, for at
+/// most 10 s. sled releases the lock from a background thread after the
+/// last handle is dropped, so a reopen in the same process can briefly find
+/// it still held; a new process never does.
+#[cfg(test)]
+pub(crate) fn when_unlocked<T>(open: impl Fn() -> Result<T, OpenError>) -> Result<T, OpenError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match open() {
+            Err(OpenError::Engine { detail, .. })
+                if detail.contains("could not acquire lock") && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -419,7 +438,7 @@ mod tests {
 
     fn open(dir: &Path) -> SledEngine {
         let options = SledOptions { durability: Durability::Off, cache_bytes: 1 << 20, min_free_bytes: 0 };
-        SledEngine::open(dir, options).unwrap()
+        when_unlocked(|| SledEngine::open(dir, options)).unwrap()
     }
 
     fn get(engine: &SledEngine, table: Table, key: &[u8]) -> Option<Bytes> {

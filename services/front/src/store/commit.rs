@@ -347,7 +347,12 @@ impl Store {
                 Reason::StoreUnavailable,
                 "The store failed the commit at the store::before_commit fault point; nothing was changed."
             )));
+            // Every row the commits read, locked in one round trip.
+            let reads: std::collections::BTreeSet<(Table, Vec<u8>)> =
+                commits.iter().zip(&prepared).flat_map(|(commit, prepared)| reads(commit, prepared)).collect();
+            let reads: Vec<(Table, Vec<u8>)> = reads.into_iter().collect();
             self.transact(|tx| {
+                tx.read_ahead(&reads)?;
                 for (commit, prepared) in commits.iter().zip(&prepared) {
                     write_commit(tx, commit, prepared, &uploads)?;
                 }
@@ -379,8 +384,22 @@ impl Store {
     }
 }
 
-/// Writes one commit in a transaction, after checking that its space is
-/// still where the commit was planned.
+/// The rows [`write_commit`] reads, to be read ahead: the gate, so that a
+/// commit that waits there holds no other lock, the space, its name when
+/// the commit creates it, and the content the commit refers to.
+fn reads(commit: &Commit, prepared: &Prepared) -> Vec<(Table, Vec<u8>)> {
+    let gate = prepared.gate_key.iter().map(|key| (Table::Meta, key.clone()));
+    let mut reads: Vec<(Table, Vec<u8>)> = gate.chain([(Table::Spaces, prepared.space_key.clone())]).collect();
+    if commit.creating {
+        reads.push((Table::Spaces, prepared.name_key.clone()));
+    }
+    let hashes = commit.versions.iter().map(|v| v.record.hash);
+    reads.extend(hashes.map(|hash| (Table::Content, keys::blob_meta(&hash.0))));
+    reads
+}
+
+/// Writes one commit in a transaction that read its [`reads`] ahead, after
+/// checking that its space is still where the commit was planned.
 fn write_commit(
     tx: &mut dyn Tx,
     commit: &Commit,
@@ -388,7 +407,7 @@ fn write_commit(
     uploads: &HashMap<Hash, content::Uploaded>,
 ) -> Result<()> {
     let Prepared {
-        gate_key,
+        gate_key: _,
         space_key,
         space_value,
         name_key,
@@ -400,16 +419,6 @@ fn write_commit(
         index_jobs,
         jobs,
     } = prepared;
-    // Every row the commit reads, locked in one round trip; the gate
-    // first, so that a commit that waits there holds no other lock.
-    let gate = gate_key.iter().map(|key| (Table::Meta, key.clone()));
-    let mut reads: Vec<(Table, Vec<u8>)> = gate.chain([(Table::Spaces, space_key.clone())]).collect();
-    if commit.creating {
-        reads.push((Table::Spaces, name_key.clone()));
-    }
-    let hashes: std::collections::BTreeSet<Hash> = commit.versions.iter().map(|v| v.record.hash).collect();
-    reads.extend(hashes.iter().map(|hash| (Table::Content, keys::blob_meta(&hash.0))));
-    tx.read_ahead(&reads)?;
     let stored = tx.get(Table::Spaces, space_key)?;
     if commit.creating {
         if tx.get(Table::Spaces, name_key)?.is_some() || stored.is_some() {

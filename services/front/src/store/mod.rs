@@ -19,6 +19,7 @@ pub mod engine;
 mod fork;
 mod fronts;
 mod generate;
+mod grouped;
 mod history;
 pub mod keys;
 pub mod leases;
@@ -123,6 +124,8 @@ struct Inner {
     /// Immutable records kept in memory, for an engine without a cache.
     cache: Option<cache::Cache>,
     stripes: Vec<Mutex<()>>,
+    /// Writes waiting for each lock stripe (see [`grouped`]).
+    queued: Vec<grouped::Queue>,
     /// Held while jobs move from the queue to the outbox (see [`outbox`]).
     publishing: Mutex<()>,
     /// Spaces whose gates this front holds (see [`Store::replanning`]).
@@ -213,6 +216,7 @@ impl Store {
                 engine,
                 cache,
                 stripes,
+                queued: (0..LOCK_STRIPES).map(|_| grouped::Queue::default()).collect(),
                 publishing: Mutex::new(()),
                 gated: Mutex::default(),
                 limits,

@@ -663,6 +663,84 @@ on_both_engines! {
         }
     }
 
+    fn writes_that_wait_together_commit_together_as_if_in_turn(engine: Engine) {
+        // Writers of one space queue while one of them commits, and the next
+        // commits every queued write in one transaction. Each must come out
+        // as it would have taking turns: a revision of its own, its file,
+        // one CREATE_NEW of a shared path that wins, and the latest of the
+        // overwrites of another.
+        let home = Home::new(engine);
+        let store = home.open();
+        let space = new_space(&store, "s");
+        let start = store.space(space.id).unwrap().unwrap();
+        let (before, transactions_before) = (start.revision, store.own_commits());
+        let (threads, writes) = (16, 20);
+        let write = |at: &str, body: String, mode: WriteMode| {
+            let op = WriteOp {
+                space: space.id,
+                path: path(at),
+                body: WriteBody::Bytes(body.into_bytes()),
+                mode,
+                expected_version: None,
+                operation: "write",
+                executable: None,
+                actor: Actor::default(),
+                receipt: None,
+            };
+            (at.to_owned(), store.write(op).unwrap())
+        };
+        let outcomes: Vec<(String, WriteOutcome)> = std::thread::scope(|scope| {
+            let writers: Vec<_> = (0..threads)
+                .map(|t| {
+                    scope.spawn(move || {
+                        let mut outcomes = Vec::new();
+                        for n in 0..writes {
+                            outcomes.push(write(&format!("/d{}/t{t}-{n}.txt", n % 3), format!("{t} {n}"), WriteMode::Overwrite));
+                            match n {
+                                5 => outcomes.push(write("/once.txt", format!("{t}"), WriteMode::CreateNew)),
+                                10 => outcomes.push(write("/same.txt", format!("{t}"), WriteMode::Overwrite)),
+                                _ => {}
+                            }
+                        }
+                        outcomes
+                    })
+                })
+                .collect();
+            writers.into_iter().flat_map(|writer| writer.join().unwrap()).collect()
+        });
+        let mut revisions: Vec<u64> = outcomes.iter().filter(|(_, o)| o.changed).map(|(_, o)| o.revision).collect();
+        revisions.sort_unstable();
+        let committed = revisions.len() as u64;
+        assert_eq!(revisions, (before + 1..=before + committed).collect::<Vec<_>>(), "one revision each, none skipped");
+        let record = store.space(space.id).unwrap().unwrap();
+        assert_eq!(record.revision, before + committed);
+        assert_eq!(record.usage.files, start.usage.files + threads * writes + 2);
+        let read = |at: &str| {
+            let entry = store.entry(space.id, &path(at), None).unwrap().unwrap();
+            (entry.version, String::from_utf8(store.content(entry.hash).unwrap()).unwrap())
+        };
+        for t in 0..threads {
+            for n in 0..writes {
+                assert_eq!(read(&format!("/d{}/t{t}-{n}.txt", n % 3)), (1, format!("{t} {n}")));
+            }
+        }
+        let created: Vec<&WriteOutcome> = outcomes.iter().filter(|(at, o)| at == "/once.txt" && o.created).map(|(_, o)| o).collect();
+        assert_eq!(created.len(), 1, "one CREATE_NEW creates the file");
+        let refused = outcomes.iter().filter(|(at, o)| at == "/once.txt" && !o.written).count();
+        assert_eq!(refused as u64, threads - 1, "the others find it");
+        let same: Vec<&WriteOutcome> = outcomes.iter().filter(|(at, o)| at == "/same.txt" && o.changed).map(|(_, o)| o).collect();
+        let last = same.iter().max_by_key(|o| o.revision).unwrap();
+        assert_eq!(read("/same.txt").0, same.len() as u64);
+        assert_eq!(store.entry(space.id, &path("/same.txt"), None).unwrap().unwrap().hash, last.hash);
+        // Queued writes went together: far fewer transactions than commits
+        // (on a database, where each transaction takes round trips).
+        let transactions = store.own_commits() - transactions_before;
+        assert!(transactions <= committed, "{transactions} transactions for {committed} commits");
+        if matches!(engine, Engine::Postgres) {
+            assert!(transactions * 2 <= committed, "{transactions} transactions for {committed} commits");
+        }
+    }
+
     fn a_store_of_another_format_is_refused(engine: Engine) {
         let home = Home::new(engine);
         let store = home.open();

@@ -3,11 +3,11 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::Store;
 use super::commit::{Commit, NewContent};
 use super::content::Uploaded;
 use super::receipt::ReceiptPlan;
-use super::records::{Entry, Hash, VersionRecord};
+use super::records::{Entry, Hash, SpaceRecord, VersionRecord};
+use super::{Store, grouped};
 use crate::error::{Error, Reason, Result};
 use crate::ids::{NodeId, SpaceId};
 use crate::media;
@@ -42,7 +42,8 @@ pub enum WriteBody {
 }
 
 /// A write's body once it is out of the [`WriteOp`].
-enum Body {
+#[derive(Debug)]
+pub(super) enum Body {
     /// UTF-8 text, stored in `encoding` (see [`WriteBody::Text`]).
     Text {
         utf8: Arc<Vec<u8>>,
@@ -106,7 +107,6 @@ impl Store {
     /// Applies a write; see [`WriteOp`]. Not yet durable: await [`Store::durable`]
     /// when `changed`.
     pub fn write(&self, mut op: WriteOp) -> Result<WriteOutcome> {
-        let _guard = self.lock_space(op.space);
         let body = match std::mem::replace(&mut op.body, WriteBody::Bytes(Vec::new())) {
             WriteBody::Text { text, encoding } => Body::Text { utf8: Arc::new(text.into_bytes()), encoding },
             WriteBody::Encoded { bytes, charset } => Body::Bytes { bytes: Arc::new(bytes), charset: Some(charset) },
@@ -118,20 +118,45 @@ impl Store {
                 Body::Uploaded { upload, hash, text, mime_type }
             }
         };
+        if grouped::groups(&op, &body) {
+            return self.write_grouped(op, body);
+        }
+        let _guard = self.lock_space(op.space);
         self.replanning(&[op.space], || self.write_once(&op, &body))
     }
 
     /// Plans and applies a write whose body is `body` (`op.body` is not used).
-    fn write_once(&self, op: &WriteOp, body: &Body) -> Result<WriteOutcome> {
+    pub(super) fn write_once(&self, op: &WriteOp, body: &Body) -> Result<WriteOutcome> {
+        if op.path.is_root() {
+            return Err(not_a_file(&op.path));
+        }
+        // The space, the file and its folders in one round trip.
+        let paths = grouped::write_paths(&op.path);
+        let (space, states) =
+            self.space_with_entries(op.space, &paths)?.ok_or_else(|| Error::space_not_found(&op.space.to_string()))?;
+        match self.plan_write(op, body, space, &paths, states)? {
+            Planned::Unchanged(outcome) => Ok(outcome),
+            Planned::Commit(commit, outcome) => {
+                self.apply(&commit)?;
+                Ok(outcome)
+            }
+        }
+    }
+
+    /// Plans a write on `space` as it stands, where `paths` (the file's
+    /// folders, then the file) are in `states`.
+    pub(super) fn plan_write(
+        &self,
+        op: &WriteOp,
+        body: &Body,
+        space: SpaceRecord,
+        paths: &[SpacePath],
+        states: Vec<Option<Entry>>,
+    ) -> Result<Planned> {
         let path = &op.path;
         if path.is_root() {
             return Err(not_a_file(path));
         }
-        // The space, the file and its folders in one round trip.
-        let mut paths = path.ancestors();
-        paths.push(path.clone());
-        let (space, states) =
-            self.space_with_entries(op.space, &paths)?.ok_or_else(|| Error::space_not_found(&op.space.to_string()))?;
         let existing = states.last().cloned().flatten();
         if let Some(entry) = &existing
             && entry.is_dir()
@@ -154,7 +179,7 @@ impl Store {
                 revision: space.revision,
             };
             self.keep_receipt(op.receipt.as_ref(), &outcome)?;
-            return Ok(outcome);
+            return Ok(Planned::Unchanged(outcome));
         }
 
         let (content, size, hash, text, mime_type, limit) = match body {
@@ -219,10 +244,10 @@ impl Store {
                 revision: space.revision,
             };
             self.keep_receipt(op.receipt.as_ref(), &outcome)?;
-            return Ok(outcome);
+            return Ok(Planned::Unchanged(outcome));
         }
 
-        let mut commit = Commit::new(space.clone(), &op.actor.principal);
+        let mut commit = Box::new(Commit::new(space.clone(), &op.actor.principal));
         commit.remember(paths.iter().cloned().zip(states));
         commit.ensure_parents(self, path)?;
         let record = VersionRecord {
@@ -252,9 +277,17 @@ impl Store {
             revision: commit.revision(),
         };
         commit.receipt = op.receipt.as_ref().map(|receipt| receipt.seal(&outcome));
-        self.apply(&commit)?;
-        Ok(outcome)
+        Ok(Planned::Commit(commit, outcome))
     }
+}
+
+/// What a write comes to once planned.
+pub(super) enum Planned {
+    /// Nothing to commit: the file is as asked already (or, for
+    /// CREATE_NEW, exists).
+    Unchanged(WriteOutcome),
+    /// This commit, with the outcome the write has once it is applied.
+    Commit(Box<Commit>, WriteOutcome),
 }
 
 impl Store {

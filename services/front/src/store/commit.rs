@@ -11,6 +11,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use prost::bytes::Bytes;
+
 use super::engine::{Table, Tx};
 use super::outbox::Jobs;
 use super::records::{
@@ -365,7 +367,25 @@ impl Store {
         committed?;
         fault_point!("store::after_commit");
         self.committed();
+        self.cache_committed(commits);
         Ok(())
+    }
+
+    /// Keeps what `commits` wrote that never changes, when the engine has a
+    /// cache: a version just written is read next more often than not (an
+    /// edit reads the version it replaces).
+    fn cache_committed(&self, commits: &[&Commit]) {
+        let Some(cache) = &self.inner.cache else { return };
+        for commit in commits {
+            for version in &commit.versions {
+                cache.put_version(commit.space.id, version.node, version.number, &version.record);
+                if let NewContent::Bytes(bytes) = &version.content
+                    && bytes.len() <= super::cache::MAX_CACHED_CONTENT
+                {
+                    cache.put_content(version.record.hash, Bytes::copy_from_slice(bytes));
+                }
+            }
+        }
     }
 }
 

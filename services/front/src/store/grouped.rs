@@ -10,9 +10,10 @@
 //!
 //! Only whole-file writes of distinct paths go together: an append reads the
 //! content it extends, which a write planned just before it would not have
-//! stored yet. When the transaction fails (another front committed to the
-//! space meanwhile, a lease refused one of the commits), each write is
-//! planned and committed again on its own, as it would have been alone.
+//! stored yet. A group that another front's commit made stale is planned
+//! again; when its transaction fails otherwise (a lease refused one of the
+//! commits, say), each write is planned and committed again on its own, as
+//! it would have been alone.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -129,7 +130,9 @@ impl Store {
             answer(queued, outcome);
             return;
         }
-        match self.plan_group(&writes) {
+        // A group that another front's commit made stale is planned again
+        // as a write alone would be: holding the space's gate.
+        match self.replanning(&[writes[0].0.space], || self.plan_group(&writes)) {
             Ok(outcomes) => {
                 for ((queued, _), outcome) in writes.iter().zip(outcomes) {
                     answer(queued, outcome);

@@ -484,6 +484,23 @@ fn writers_on_two_fronts_to_one_space_all_commit() {
     assert_eq!(fronts[1].space(space.id).unwrap().unwrap().revision, 1 + 2 * 8 * 100);
 }
 
+#[test]
+fn a_database_front_keeps_the_versions_it_commits_in_its_cache() {
+    // An edit reads the version it replaces: on a database, from the cache
+    // once this front has written it.
+    let home = Home::new(Engine::Postgres);
+    let store = home.open();
+    let space = new_space(&store, "s");
+    let outcome = overwrite(&store, space.id, "/f.txt", b"kept");
+    let cache = store.inner.cache.as_ref().expect("a database front has a cache");
+    assert_eq!(cache.content(outcome.hash).as_deref(), Some(&b"kept"[..]));
+    let record = cache.version(space.id, outcome.node, outcome.version).expect("the version record");
+    assert_eq!(
+        Some(record),
+        store.get_decoded(Table::Versions, &keys::version(space.id, outcome.node, outcome.version)).unwrap()
+    );
+}
+
 /// The upload a content's chunks belong to (`None`: classic chunk keys) and
 /// how many chunks of it are stored.
 fn content_keys(store: &Store, hash: crate::store::Hash) -> (Option<content::UploadId>, usize) {

@@ -341,6 +341,7 @@ impl Store {
         // Large new content goes in first, outside the transaction.
         let mut uploads: HashMap<Hash, content::Uploaded> = HashMap::new();
         let uploaded = self.upload_new_content(commits, &mut uploads);
+        let mut unclaimed = Vec::new();
         let committed = uploaded.and_then(|()| {
             // A `panic` action crashes the front here; a `return` action
             // fails the commit as an unreachable store would.
@@ -349,20 +350,40 @@ impl Store {
                 Reason::StoreUnavailable,
                 "The store failed the commit at the store::before_commit fault point; nothing was changed."
             )));
-            // Every row the commits read, locked in one round trip.
-            let reads: std::collections::BTreeSet<(Table, Vec<u8>)> =
+            // Every row the commits read, locked in one round trip: the
+            // markers of the uploads they claim too.
+            let mut reads: std::collections::BTreeSet<(Table, Vec<u8>)> =
                 commits.iter().zip(&prepared).flat_map(|(commit, prepared)| reads(commit, prepared)).collect();
+            let staged = commits.iter().flat_map(|c| c.versions.iter()).filter_map(|v| match &v.content {
+                NewContent::Uploaded(upload) => Some(upload),
+                NewContent::Stored | NewContent::Bytes(_) => None,
+            });
+            for upload in staged.chain(uploads.values()) {
+                reads.insert((Table::Meta, keys::staged_marker(&upload.id)));
+            }
             let reads: Vec<(Table, Vec<u8>)> = reads.into_iter().collect();
             self.transact(|tx| {
                 tx.read_ahead(&reads)?;
+                // An upload of content stored meanwhile is not claimed.
+                unclaimed.clear();
+                for (hash, upload) in &uploads {
+                    if tx.get(Table::Content, &keys::blob_meta(&hash.0))?.is_some() {
+                        unclaimed.push(upload.id);
+                    }
+                }
                 for (commit, prepared) in commits.iter().zip(&prepared) {
                     write_commit(tx, commit, prepared, &uploads)?;
                 }
                 Ok(())
             })
         });
-        for upload in uploads.values() {
-            content::release_quietly(self, upload.id);
+        // A claimed upload is the content's now; the others go.
+        let release: Vec<content::UploadId> = match committed {
+            Ok(()) => unclaimed,
+            Err(_) => uploads.values().map(|upload| upload.id).collect(),
+        };
+        for upload in release {
+            content::release_quietly(self, upload);
         }
         committed?;
         fault_point!("store::after_commit");

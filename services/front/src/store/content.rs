@@ -161,8 +161,22 @@ pub fn is_stored(store: &Store, hash: Hash) -> Result<bool> {
 /// Starts an upload: its marker, so that a crash before its commit leaves
 /// nothing that is never collected.
 pub fn stage(store: &Store) -> Result<UploadId> {
+    stage_with(store, &[])
+}
+
+/// Starts an upload with `bytes` as its first chunks, in the transaction
+/// that writes its marker (see [`put_staged`] for what they may be).
+fn stage_with(store: &Store, bytes: &[u8]) -> Result<UploadId> {
+    store.check_room(bytes.len() as u64, 0)?;
     let upload = fastrand::u128(..).to_be_bytes();
-    store.transact(|tx| tx.put(Table::Meta, &keys::staged_marker(&upload), &encode(&now_ms())))?;
+    let marker = encode(&now_ms());
+    store.transact(|tx| {
+        tx.put(Table::Meta, &keys::staged_marker(&upload), &marker)?;
+        for (index, chunk) in (0..).zip(bytes.chunks(CHUNK_SIZE)) {
+            tx.put(Table::Content, &keys::upload_chunk(&upload, index), chunk)?;
+        }
+        Ok(())
+    })?;
     Ok(upload)
 }
 
@@ -198,9 +212,10 @@ pub fn read_staged(store: &Store, upload: UploadId, chunks: u32) -> Result<Vec<u
 /// Stages `bytes` (content of more than one chunk) as a new upload, a few
 /// chunks per transaction.
 pub fn upload(store: &Store, bytes: &[u8]) -> Result<Uploaded> {
-    let id = stage(store)?;
     let per_batch = chunk_count(UPLOAD_BATCH as u64)?;
     let mut batches = (0..).step_by(per_batch as usize).zip(bytes.chunks(UPLOAD_BATCH));
+    let first = batches.next().map_or(&[][..], |(_, batch)| batch);
+    let id = stage_with(store, first)?;
     if let Err(error) = batches.try_for_each(|(first, batch)| put_staged(store, id, first, batch)) {
         release_quietly(store, id);
         return Err(error);

@@ -258,6 +258,13 @@ pub(crate) fn upsert_session(front: &Front, caller: &Caller, node: crate::ids::N
     }
 }
 
+/// What a write of the caller records for its session itself (see
+/// [`Sessions::mark`](crate::sessions::Sessions::mark)); when `None`, the
+/// call records the session's read with [`upsert_session`] once written.
+pub(crate) fn session_mark(front: &Front, caller: &Caller) -> Option<crate::store::SessionMark> {
+    front.sessions.mark(&front.store, caller.session.as_deref())
+}
+
 pub(crate) fn not_a_file(path: &SpacePath) -> Error {
     Error::new(Reason::NotAFile, format!("{path} is a directory, not a file.")).with("path", path)
 }

@@ -24,8 +24,8 @@ use lru::LruCache;
 
 use crate::error::Result;
 use crate::ids::NodeId;
-use crate::store::Store;
 use crate::store::records::{SessionRead, now_ms};
+use crate::store::{SessionMark, Store};
 
 /// Session → (node → version read) records.
 #[derive(Debug)]
@@ -49,6 +49,14 @@ impl Sessions {
         }
         self.lock().put((session.to_owned(), node), (version, Instant::now()));
         Ok(())
+    }
+
+    /// What a write records for `session` in its own transaction, on a
+    /// store that several fronts share; `None` (and [`Sessions::saw`] once
+    /// it is done) otherwise.
+    pub fn mark(&self, store: &Store, session: Option<&str>) -> Option<SessionMark> {
+        let session = session.filter(|_| store.shared())?;
+        Some(SessionMark { session: session.to_owned(), idle_ms: self.idle_ms() })
     }
 
     /// The version `session` last saw of `node`, unless the record expired.

@@ -80,6 +80,8 @@ fn apply(
         return Ok(response);
     }
     let template = response.clone();
+    let session = super::session_mark(front, caller);
+    let recorded = session.is_some();
     let outcome = front.store.write(WriteOp {
         space: target.space.id,
         path: target.path,
@@ -102,8 +104,11 @@ fn apply(
                 ..template.clone()
             })
         }),
+        session,
     })?;
-    upsert_session(front, caller, entry.node, outcome.version);
+    if !recorded {
+        upsert_session(front, caller, entry.node, outcome.version);
+    }
     response.version = outcome.version;
     response.revision = outcome.revision;
     Ok(response)

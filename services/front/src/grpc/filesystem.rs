@@ -8,8 +8,8 @@ use tonic::{Request, Response, Status};
 use super::access::Access;
 use super::page_token::{PageToken, fingerprint};
 use super::{
-    Front, Services, Target, convert, edit, handler, idempotency, non_empty, not_a_file, page_size, read, transfer,
-    upsert_session,
+    Front, Services, Target, convert, edit, handler, idempotency, non_empty, not_a_file, page_size, read, session_mark,
+    transfer, upsert_session,
 };
 use crate::auth::Need;
 use crate::error::{Error, Reason, Result};
@@ -264,6 +264,8 @@ impl FileSystem for Services {
                 let space_id = target.space.id.to_string();
                 idempotency::run(front, &caller, &space_id, "Write", &key, fingerprint, |claim| {
                     let response_path = target.path.clone();
+                    let session = session_mark(front, &caller);
+                    let recorded = session.is_some();
                     let outcome = front.store.write(WriteOp {
                         space: target.space.id,
                         path: target.path,
@@ -285,8 +287,11 @@ impl FileSystem for Services {
                             let path = response_path.clone();
                             c.receipt(move |outcome| write_response(&path, outcome))
                         }),
+                        session,
                     })?;
-                    upsert_session(front, &caller, outcome.node, outcome.version);
+                    if !recorded {
+                        upsert_session(front, &caller, outcome.node, outcome.version);
+                    }
                     Ok(write_response(&response_path, &outcome))
                 })
             })

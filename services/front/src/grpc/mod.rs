@@ -25,7 +25,7 @@ use std::sync::Arc;
 use tonic::Request;
 
 pub(crate) use crate::app::{
-    Front, Target, echo, non_empty, not_a_file, reference_error, text_of, text_version, upsert_session,
+    Front, Target, echo, non_empty, not_a_file, reference_error, session_mark, text_of, text_version, upsert_session,
 };
 use crate::auth::Caller;
 use crate::error::{Error, Reason, Result};

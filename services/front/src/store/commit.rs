@@ -58,6 +58,9 @@ pub(crate) struct Commit {
     pub trash: Vec<(Vec<u8>, Option<TrashRecord>)>,
     /// The receipt of the idempotent call that made this commit.
     pub receipt: Option<([u8; 32], Receipt)>,
+    /// A session's record of the version this commit writes (key, value;
+    /// see [`crate::sessions`]), kept by its transaction.
+    pub session_read: Option<(Vec<u8>, Vec<u8>)>,
     /// Latest states of paths read ahead, in one round trip, while the
     /// space's lock is held (see [`Commit::read_ahead`]).
     read_ahead: HashMap<SpacePath, Option<Entry>>,
@@ -124,6 +127,7 @@ impl Commit {
             purge: Vec::new(),
             trash: Vec::new(),
             receipt: None,
+            session_read: None,
             read_ahead: HashMap::new(),
         }
     }
@@ -522,6 +526,9 @@ fn write_commit(
     }
     if let Some((key, value)) = &receipt_value {
         tx.put(Table::Receipts, key, value)?;
+    }
+    if let Some((key, value)) = &commit.session_read {
+        tx.put(Table::Sessions, key, value)?;
     }
     for (key, value) in trash_values {
         match value {

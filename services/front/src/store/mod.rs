@@ -53,7 +53,9 @@ pub use records::{
 pub use revert::Reverted;
 pub use snapshot::{ScanOptions, ScanPage};
 pub use spaces::NewSpace;
-pub use write::{Actor, WriteBody, WriteMode, WriteOp, WriteOutcome, not_text, unrepresentable, version_conflict};
+pub use write::{
+    Actor, SessionMark, WriteBody, WriteMode, WriteOp, WriteOutcome, not_text, unrepresentable, version_conflict,
+};
 
 use crate::error::{Error, Reason, Result};
 use crate::ids::{NodeId, SpaceId};

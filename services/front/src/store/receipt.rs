@@ -79,6 +79,7 @@ mod tests {
             executable: None,
             actor: Actor { principal: "p".into(), ..Actor::default() },
             receipt: plan(key, |outcome: &super::super::WriteOutcome| outcome.version.to_be_bytes().to_vec()),
+            session: None,
         }
     }
 

@@ -134,6 +134,7 @@ fn overwrite(store: &Store, space: SpaceId, at: &str, body: &[u8]) -> crate::sto
             executable: None,
             actor: Actor::default(),
             receipt: None,
+            session: None,
         })
         .unwrap()
 }
@@ -299,6 +300,7 @@ fn agrees_with_model(engine: Engine, ops: Vec<Op>) -> Result<(), TestCaseError> 
                     executable: None,
                     actor: Actor { principal: "p".into(), ..Actor::default() },
                     receipt: None,
+                    session: None,
                 });
                 match (want, got) {
                     (Ok(Some(next)), Ok(outcome)) => {
@@ -470,6 +472,7 @@ fn writers_on_two_fronts_to_one_space_all_commit() {
                             executable: None,
                             actor: Actor::default(),
                             receipt: None,
+                            session: None,
                         };
                         if let Err(error) = store.write(op) {
                             eprintln!("front {f} task {task} write {n}: {error}");
@@ -703,6 +706,7 @@ on_both_engines! {
                 executable: None,
                 actor: Actor::default(),
                 receipt: None,
+                session: None,
             };
             (at.to_owned(), store.write(op).unwrap())
         };
@@ -756,6 +760,37 @@ on_both_engines! {
         if matches!(engine, Engine::Postgres) {
             assert!(transactions * 2 <= committed, "{transactions} transactions for {committed} commits");
         }
+    }
+
+    fn a_write_keeps_its_sessions_read(engine: Engine) {
+        // A session that wrote a version has read it: the record is kept
+        // by the write's own transaction, or on its own when the write
+        // changed nothing.
+        let home = Home::new(engine);
+        let store = home.open();
+        let space = new_space(&store, "s");
+        let write = |session: &str, body: &[u8]| {
+            let op = WriteOp {
+                space: space.id,
+                path: path("/f.txt"),
+                body: WriteBody::Bytes(body.to_vec()),
+                mode: WriteMode::Overwrite,
+                expected_version: None,
+                operation: "write",
+                executable: None,
+                actor: Actor::default(),
+                receipt: None,
+                session: Some(SessionMark { session: session.to_owned(), idle_ms: 60_000 }),
+            };
+            store.write(op).unwrap()
+        };
+        let first = write("agent", b"one");
+        let second = write("agent", b"two");
+        let read = store.session_read("agent", second.node).unwrap().expect("the writer's record");
+        assert_eq!((read.version, read.expires_ms - read.read_ms), (2, 60_000));
+        let unchanged = write("other", b"two");
+        assert!(!unchanged.changed);
+        assert_eq!(store.session_read("other", first.node).unwrap().map(|read| read.version), Some(2));
     }
 
     fn a_store_of_another_format_is_refused(engine: Engine) {
@@ -850,6 +885,7 @@ on_both_engines! {
                 executable: None,
                 actor: Actor::default(),
                 receipt: None,
+                session: None,
             });
             content::release_upload(&store, upload.id).unwrap();
             outcome
@@ -903,6 +939,7 @@ on_both_engines! {
             executable: None,
             actor: Actor::default(),
             receipt: None,
+            session: None,
         });
         assert_eq!(claim.unwrap_err().reason, Reason::Internal);
         assert_eq!(upload_chunks(&store, slow), 0);
@@ -1339,6 +1376,7 @@ mod workflows {
                     executable: Some(*executable),
                     actor: Actor::default(),
                     receipt: None,
+                    session: None,
                 })
                 .map(drop),
             Step::Trash { path: i } => store.mutate(space, "p", true, |store, c| c.trash(store, &at(*i))).map(drop),

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use super::commit::{Commit, NewContent};
 use super::content::Uploaded;
+use super::engine::Table;
 use super::receipt::ReceiptPlan;
-use super::records::{Entry, Hash, SpaceRecord, VersionRecord};
-use super::{Store, grouped};
+use super::records::{Entry, Hash, SessionRead, SpaceRecord, VersionRecord, encode, now_ms};
+use super::{Store, grouped, keys};
 use crate::error::{Error, Reason, Result};
 use crate::ids::{NodeId, SpaceId};
 use crate::media;
@@ -85,6 +86,27 @@ pub struct WriteOp {
     pub actor: Actor,
     /// Set for idempotent calls.
     pub receipt: Option<ReceiptPlan<WriteOutcome>>,
+    /// The session to record as having read the version the write leaves,
+    /// on a store that several fronts share (see [`crate::sessions`]).
+    pub session: Option<SessionMark>,
+}
+
+/// A session's read-before-edit record to keep with a write: in the
+/// transaction that commits it, or on its own when the write changes
+/// nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionMark {
+    pub session: String,
+    /// How long the record lasts.
+    pub idle_ms: i64,
+}
+
+impl SessionMark {
+    /// The record of `version` of `node`, read at `read_ms`.
+    fn record(&self, node: NodeId, version: u64, read_ms: i64) -> (Vec<u8>, Vec<u8>) {
+        let read = SessionRead { version, read_ms, expires_ms: read_ms.saturating_add(self.idle_ms) };
+        (keys::session_read(&self.session, node), encode(&read))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,6 +201,7 @@ impl Store {
                 revision: space.revision,
             };
             self.keep_receipt(op.receipt.as_ref(), &outcome)?;
+            self.keep_session(op.session.as_ref(), &outcome);
             return Ok(Planned::Unchanged(outcome));
         }
 
@@ -244,6 +267,7 @@ impl Store {
                 revision: space.revision,
             };
             self.keep_receipt(op.receipt.as_ref(), &outcome)?;
+            self.keep_session(op.session.as_ref(), &outcome);
             return Ok(Planned::Unchanged(outcome));
         }
 
@@ -277,7 +301,19 @@ impl Store {
             revision: commit.revision(),
         };
         commit.receipt = op.receipt.as_ref().map(|receipt| receipt.seal(&outcome));
+        commit.session_read = op.session.as_ref().map(|mark| mark.record(entry.node, entry.version, commit.time_ms));
         Ok(Planned::Commit(commit, outcome))
+    }
+
+    /// Records a session's read of what a write that changed nothing found.
+    /// A record the store failed to keep is logged, not an error of the
+    /// write: the rule then asks the session for one more read.
+    fn keep_session(&self, mark: Option<&SessionMark>, outcome: &WriteOutcome) {
+        let Some(mark) = mark else { return };
+        let (key, value) = mark.record(outcome.node, outcome.version, now_ms());
+        if let Err(error) = self.transact(|tx| tx.put(Table::Sessions, &key, &value)) {
+            tracing::warn!(%error, "recording a session's read failed");
+        }
     }
 }
 

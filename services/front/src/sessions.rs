@@ -8,8 +8,10 @@
 //! versions, not times.
 //!
 //! Fronts that share a store keep them in it instead, so that a read on one
-//! front lets an edit on another proceed: each recorded read is one upsert
-//! (one round trip, no read before it), each guarded edit one point read.
+//! front lets an edit on another proceed: a write keeps its session's record
+//! in its own transaction, each other recorded read is one upsert (no read
+//! before it; the reads recorded at the same moment share one transaction),
+//! each guarded edit one point read.
 //! The in-memory records are not consulted then. Any answer they give can
 //! differ from the shared record in both directions: another front may have
 //! recorded a newer read (a stale refusal) or, later, a read of an older

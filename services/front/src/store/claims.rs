@@ -88,8 +88,12 @@ impl Store {
     /// Records that `session` read `read.version` of `node`: one write,
     /// with no read before it (an upsert in one round trip on a database).
     pub fn record_session_read(&self, session: &str, node: NodeId, read: SessionRead) -> Result<()> {
-        let (key, value) = (keys::session_read(session, node), encode(&read));
-        self.transact(|tx| tx.put(Table::Sessions, &key, &value))
+        let row = (keys::session_read(session, node), encode(&read));
+        // Reads of many calls at once, each recorded before its call
+        // answers: one transaction for the records that wait together.
+        self.inner.session_reads.run(row, |rows| {
+            self.transact(|tx| rows.iter().try_for_each(|(key, value)| tx.put(Table::Sessions, key, value)))
+        })
     }
 
     /// What `session` last read of `node`, expired or not.

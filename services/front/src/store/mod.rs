@@ -11,6 +11,7 @@
 //!
 //! All methods block; callers on the async runtime use [`Store::blocking`].
 
+mod batched;
 mod cache;
 pub mod claims;
 mod commit;
@@ -128,6 +129,8 @@ struct Inner {
     stripes: Vec<Mutex<()>>,
     /// Writes waiting for each lock stripe (see [`grouped`]).
     queued: Vec<grouped::Queue>,
+    /// Session records waiting to be written (see [`batched`]).
+    session_reads: batched::Batched<(Vec<u8>, Vec<u8>)>,
     /// Held while jobs move from the queue to the outbox (see [`outbox`]).
     publishing: Mutex<()>,
     /// Spaces whose gates this front holds (see [`Store::replanning`]).
@@ -219,6 +222,7 @@ impl Store {
                 cache,
                 stripes,
                 queued: (0..LOCK_STRIPES).map(|_| grouped::Queue::default()).collect(),
+                session_reads: batched::Batched::default(),
                 publishing: Mutex::new(()),
                 gated: Mutex::default(),
                 limits,

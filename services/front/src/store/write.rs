@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use super::commit::{Commit, NewContent};
 use super::content::Uploaded;
-use super::engine::Table;
 use super::receipt::ReceiptPlan;
 use super::records::{Entry, Hash, SessionRead, SpaceRecord, VersionRecord, encode, now_ms};
 use super::{Store, grouped, keys};
@@ -102,10 +101,9 @@ pub struct SessionMark {
 }
 
 impl SessionMark {
-    /// The record of `version` of `node`, read at `read_ms`.
-    fn record(&self, node: NodeId, version: u64, read_ms: i64) -> (Vec<u8>, Vec<u8>) {
-        let read = SessionRead { version, read_ms, expires_ms: read_ms.saturating_add(self.idle_ms) };
-        (keys::session_read(&self.session, node), encode(&read))
+    /// The record of a read of `version` at `read_ms`.
+    fn read(&self, version: u64, read_ms: i64) -> SessionRead {
+        SessionRead { version, read_ms, expires_ms: read_ms.saturating_add(self.idle_ms) }
     }
 }
 
@@ -301,7 +299,9 @@ impl Store {
             revision: commit.revision(),
         };
         commit.receipt = op.receipt.as_ref().map(|receipt| receipt.seal(&outcome));
-        commit.session_read = op.session.as_ref().map(|mark| mark.record(entry.node, entry.version, commit.time_ms));
+        commit.session_read = op.session.as_ref().map(|mark| {
+            (keys::session_read(&mark.session, entry.node), encode(&mark.read(entry.version, commit.time_ms)))
+        });
         Ok(Planned::Commit(commit, outcome))
     }
 
@@ -310,8 +310,8 @@ impl Store {
     /// write: the rule then asks the session for one more read.
     fn keep_session(&self, mark: Option<&SessionMark>, outcome: &WriteOutcome) {
         let Some(mark) = mark else { return };
-        let (key, value) = mark.record(outcome.node, outcome.version, now_ms());
-        if let Err(error) = self.transact(|tx| tx.put(Table::Sessions, &key, &value)) {
+        if let Err(error) = self.record_session_read(&mark.session, outcome.node, mark.read(outcome.version, now_ms()))
+        {
             tracing::warn!(%error, "recording a session's read failed");
         }
     }

@@ -1,0 +1,121 @@
+//! Small writes that callers make at the same moment, made together.
+//!
+//! On a database, a transaction of one row costs a round trip and a commit
+//! of its own. Callers of [`Batched::run`] queue their item; one of them at
+//! a time leads, takes every item queued and writes them all in one
+//! transaction, then answers each caller with its result. Callers that
+//! arrive meanwhile queue for the next.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use crate::error::{Error, Result};
+
+/// See the module docs.
+#[derive(Debug)]
+pub(super) struct Batched<T> {
+    waiting: Mutex<Waiting<T>>,
+    /// Signalled when a leader is done.
+    done: Condvar,
+}
+
+#[derive(Debug)]
+struct Waiting<T> {
+    items: Vec<(T, Arc<Answer>)>,
+    led: bool,
+}
+
+type Answer = Mutex<Option<Result<()>>>;
+
+impl<T> Default for Batched<T> {
+    fn default() -> Self {
+        Self { waiting: Mutex::new(Waiting { items: Vec::new(), led: false }), done: Condvar::new() }
+    }
+}
+
+/// The lead, handed on when it drops (a panic too).
+struct Lead<'a, T>(&'a Batched<T>);
+
+impl<T> Drop for Lead<'_, T> {
+    fn drop(&mut self) {
+        lock(&self.0.waiting).led = false;
+        self.0.done.notify_all();
+    }
+}
+
+impl<T> Batched<T> {
+    /// Queues `item` and returns once it is written: by `write`, with the
+    /// items queued beside it, when this caller leads, or by a leader
+    /// before.
+    pub fn run(&self, item: T, write: impl FnOnce(Vec<T>) -> Result<()>) -> Result<()> {
+        let answer = Arc::new(Answer::default());
+        let mut waiting = lock(&self.waiting);
+        waiting.items.push((item, answer.clone()));
+        loop {
+            if let Some(result) = lock(&answer).take() {
+                return result;
+            }
+            if !waiting.led {
+                break;
+            }
+            waiting = self.done.wait(waiting).unwrap_or_else(PoisonError::into_inner);
+        }
+        // Nobody took this item: a leader answers what it takes before it
+        // hands the lead on.
+        waiting.led = true;
+        let (items, answers): (Vec<T>, Vec<Arc<Answer>>) = std::mem::take(&mut waiting.items).into_iter().unzip();
+        drop(waiting);
+        let lead = Lead(self);
+        let result = write(items);
+        for other in &answers {
+            *lock(other) = Some(result.clone());
+        }
+        drop(lead);
+        lock(&answer).take().unwrap_or_else(|| Err(Error::internal("a batched write was not answered")))
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_caller_is_answered_and_callers_that_wait_together_share_a_write() {
+        let batched = Batched::default();
+        let writes = Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for thread in 0..8u32 {
+                let (batched, writes) = (&batched, &writes);
+                scope.spawn(move || {
+                    for n in 0..50 {
+                        batched
+                            .run(thread * 100 + n, |items| {
+                                // Long enough that the others queue meanwhile.
+                                std::thread::sleep(std::time::Duration::from_micros(200));
+                                lock(writes).push(items);
+                                Ok(())
+                            })
+                            .unwrap();
+                    }
+                });
+            }
+        });
+        let writes = writes.into_inner().unwrap();
+        let mut written: Vec<u32> = writes.iter().flatten().copied().collect();
+        written.sort_unstable();
+        let expected: Vec<u32> = (0..8).flat_map(|thread| (0..50).map(move |n| thread * 100 + n)).collect();
+        assert_eq!(written, expected, "each item written once");
+        assert!(writes.len() < 400, "{} writes for 400 items", writes.len());
+    }
+
+    #[test]
+    fn a_failed_write_fails_every_item_in_it() {
+        let batched: Batched<u32> = Batched::default();
+        let failed = batched.run(1, |_| Err(Error::internal("refused")));
+        assert_eq!(failed.unwrap_err().message(), "refused");
+        batched.run(2, |items| if items == [2] { Ok(()) } else { Err(Error::internal("stale items")) }).unwrap();
+    }
+}

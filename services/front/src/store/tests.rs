@@ -123,20 +123,23 @@ fn new_space(store: &Store, name: &str) -> SpaceRecord {
 }
 
 fn overwrite(store: &Store, space: SpaceId, at: &str, body: &[u8]) -> crate::store::WriteOutcome {
-    store
-        .write(WriteOp {
-            space,
-            path: path(at),
-            body: WriteBody::Bytes(body.to_vec()),
-            mode: WriteMode::Overwrite,
-            expected_version: None,
-            operation: "write",
-            executable: None,
-            actor: Actor::default(),
-            receipt: None,
-            session: None,
-        })
-        .unwrap()
+    store.write(overwrite_op(space, at, body)).unwrap()
+}
+
+/// A plain overwrite of `at` with `body`.
+fn overwrite_op(space: SpaceId, at: &str, body: &[u8]) -> WriteOp {
+    WriteOp {
+        space,
+        path: path(at),
+        body: WriteBody::Bytes(body.to_vec()),
+        mode: WriteMode::Overwrite,
+        expected_version: None,
+        operation: "write",
+        executable: None,
+        actor: Actor::default(),
+        receipt: None,
+        session: None,
+    }
 }
 
 /// The engines every test here runs on.
@@ -462,18 +465,11 @@ fn writers_on_two_fronts_to_one_space_all_commit() {
                 let failed = &failed;
                 scope.spawn(move || {
                     for n in 0..100 {
-                        let op = WriteOp {
-                            space: space.id,
-                            path: path(&format!("/f{f}/t{task}/{n}.txt")),
-                            body: WriteBody::Bytes(format!("{f} {task} {n}").into_bytes()),
-                            mode: WriteMode::Overwrite,
-                            expected_version: None,
-                            operation: "write",
-                            executable: None,
-                            actor: Actor::default(),
-                            receipt: None,
-                            session: None,
-                        };
+                        let op = overwrite_op(
+                            space.id,
+                            &format!("/f{f}/t{task}/{n}.txt"),
+                            format!("{f} {task} {n}").as_bytes(),
+                        );
                         if let Err(error) = store.write(op) {
                             eprintln!("front {f} task {task} write {n}: {error}");
                             failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -696,18 +692,7 @@ on_both_engines! {
         let (before, transactions_before) = (start.revision, store.own_commits());
         let (threads, writes) = (16, 20);
         let write = |at: &str, body: String, mode: WriteMode| {
-            let op = WriteOp {
-                space: space.id,
-                path: path(at),
-                body: WriteBody::Bytes(body.into_bytes()),
-                mode,
-                expected_version: None,
-                operation: "write",
-                executable: None,
-                actor: Actor::default(),
-                receipt: None,
-                session: None,
-            };
+            let op = WriteOp { mode, ..overwrite_op(space.id, at, body.as_bytes()) };
             (at.to_owned(), store.write(op).unwrap())
         };
         let outcomes: Vec<(String, WriteOutcome)> = std::thread::scope(|scope| {
@@ -770,19 +755,8 @@ on_both_engines! {
         let store = home.open();
         let space = new_space(&store, "s");
         let write = |session: &str, body: &[u8]| {
-            let op = WriteOp {
-                space: space.id,
-                path: path("/f.txt"),
-                body: WriteBody::Bytes(body.to_vec()),
-                mode: WriteMode::Overwrite,
-                expected_version: None,
-                operation: "write",
-                executable: None,
-                actor: Actor::default(),
-                receipt: None,
-                session: Some(SessionMark { session: session.to_owned(), idle_ms: 60_000 }),
-            };
-            store.write(op).unwrap()
+            let session = Some(SessionMark { session: session.to_owned(), idle_ms: 60_000 });
+            store.write(WriteOp { session, ..overwrite_op(space.id, "/f.txt", body) }).unwrap()
         };
         let first = write("agent", b"one");
         let second = write("agent", b"two");

@@ -259,10 +259,18 @@ pub(crate) fn upsert_session(front: &Front, caller: &Caller, node: crate::ids::N
 }
 
 /// What a write of the caller records for its session itself (see
-/// [`Sessions::mark`](crate::sessions::Sessions::mark)); when `None`, the
-/// call records the session's read with [`upsert_session`] once written.
+/// [`Sessions::mark`](crate::sessions::Sessions::mark)); when `None`,
+/// [`upsert_written`] records it once the write is done.
 pub(crate) fn session_mark(front: &Front, caller: &Caller) -> Option<crate::store::SessionMark> {
     front.sessions.mark(&front.store, caller.session.as_deref())
+}
+
+/// Records that the caller's session has seen the version it wrote, unless
+/// the write kept that record itself (see [`session_mark`]).
+pub(crate) fn upsert_written(front: &Front, caller: &Caller, node: crate::ids::NodeId, version: u64) {
+    if session_mark(front, caller).is_none() {
+        upsert_session(front, caller, node, version);
+    }
 }
 
 pub(crate) fn not_a_file(path: &SpacePath) -> Error {

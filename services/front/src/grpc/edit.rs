@@ -3,7 +3,7 @@
 use agentvfs_proto::v1 as pb;
 
 use super::idempotency::{self, Claim};
-use super::{Front, Target, text_of, upsert_session};
+use super::{Front, Target, text_of};
 use crate::auth::{Caller, Need};
 use crate::diff;
 use crate::edit::{self, EditFailure, EditOp, FailureKind};
@@ -80,8 +80,6 @@ fn apply(
         return Ok(response);
     }
     let template = response.clone();
-    let session = super::session_mark(front, caller);
-    let recorded = session.is_some();
     let outcome = front.store.write(WriteOp {
         space: target.space.id,
         path: target.path,
@@ -104,11 +102,9 @@ fn apply(
                 ..template.clone()
             })
         }),
-        session,
+        session: super::session_mark(front, caller),
     })?;
-    if !recorded {
-        upsert_session(front, caller, entry.node, outcome.version);
-    }
+    super::upsert_written(front, caller, entry.node, outcome.version);
     response.version = outcome.version;
     response.revision = outcome.revision;
     Ok(response)

@@ -9,7 +9,7 @@ use super::access::Access;
 use super::page_token::{PageToken, fingerprint};
 use super::{
     Front, Services, Target, convert, edit, handler, idempotency, non_empty, not_a_file, page_size, read, session_mark,
-    transfer, upsert_session,
+    transfer, upsert_written,
 };
 use crate::auth::Need;
 use crate::error::{Error, Reason, Result};
@@ -264,8 +264,6 @@ impl FileSystem for Services {
                 let space_id = target.space.id.to_string();
                 idempotency::run(front, &caller, &space_id, "Write", &key, fingerprint, |claim| {
                     let response_path = target.path.clone();
-                    let session = session_mark(front, &caller);
-                    let recorded = session.is_some();
                     let outcome = front.store.write(WriteOp {
                         space: target.space.id,
                         path: target.path,
@@ -287,11 +285,9 @@ impl FileSystem for Services {
                             let path = response_path.clone();
                             c.receipt(move |outcome| write_response(&path, outcome))
                         }),
-                        session,
+                        session: session_mark(front, &caller),
                     })?;
-                    if !recorded {
-                        upsert_session(front, &caller, outcome.node, outcome.version);
-                    }
+                    upsert_written(front, &caller, outcome.node, outcome.version);
                     Ok(write_response(&response_path, &outcome))
                 })
             })

@@ -26,6 +26,7 @@ use tonic::Request;
 
 pub(crate) use crate::app::{
     Front, Target, echo, non_empty, not_a_file, reference_error, session_mark, text_of, text_version, upsert_session,
+    upsert_written,
 };
 use crate::auth::Caller;
 use crate::error::{Error, Reason, Result};

@@ -260,8 +260,6 @@ pub(super) fn store_upload(
         }
     };
     idempotency::run(front, caller, &space, "Upload", &key, received.fingerprint, |claim| {
-        let session = super::session_mark(front, caller);
-        let recorded = session.is_some();
         let outcome = front.store.write(WriteOp {
             space: target.space.id,
             path: target.path,
@@ -276,11 +274,9 @@ pub(super) fn store_upload(
                 idempotency_key: super::non_empty(header.idempotency_key),
             },
             receipt: claim.map(|c| c.receipt(upload_response)),
-            session,
+            session: super::session_mark(front, caller),
         })?;
-        if !recorded {
-            super::upsert_session(front, caller, outcome.node, outcome.version);
-        }
+        super::upsert_written(front, caller, outcome.node, outcome.version);
         Ok(upload_response(&outcome))
     })
 }

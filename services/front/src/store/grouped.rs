@@ -72,7 +72,7 @@ impl Drop for Lead<'_> {
 
 /// Whether a write may go in a group (see the module docs).
 pub(super) fn groups(op: &WriteOp, body: &Body) -> bool {
-    op.mode != WriteMode::Append && !matches!(body, Body::Uploaded { .. }) && !op.path.is_root()
+    op.mode != WriteMode::Append && !matches!(body, Body::Uploaded { .. })
 }
 
 impl Store {

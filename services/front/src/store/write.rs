@@ -147,9 +147,6 @@ impl Store {
 
     /// Plans and applies a write whose body is `body` (`op.body` is not used).
     pub(super) fn write_once(&self, op: &WriteOp, body: &Body) -> Result<WriteOutcome> {
-        if op.path.is_root() {
-            return Err(not_a_file(&op.path));
-        }
         // The space, the file and its folders in one round trip.
         let paths = grouped::write_paths(&op.path);
         let (space, states) =

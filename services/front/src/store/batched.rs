@@ -1,41 +1,42 @@
-//! Small writes that callers make at the same moment, made together.
+//! Small calls that callers make at the same moment, made together.
 //!
 //! On a database, a transaction of one row costs a round trip and a commit
-//! of its own. Callers of [`Batched::run`] queue their item; one of them at
-//! a time leads, takes every item queued and writes them all in one
-//! transaction, then answers each caller with its result. Callers that
+//! of its own, and a statement that reads one row costs nearly what one that
+//! reads fifty does. Callers of [`Batched`] queue their item; one of them at
+//! a time leads, takes every item queued and makes one call for them all,
+//! then answers each caller with its share of the result. Callers that
 //! arrive meanwhile queue for the next.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use crate::error::{Error, Result};
 
-/// See the module docs.
+/// See the module docs. `R` is what each item is answered with.
 #[derive(Debug)]
-pub(super) struct Batched<T> {
-    waiting: Mutex<Waiting<T>>,
+pub(in crate::store) struct Batched<T, R = ()> {
+    waiting: Mutex<Waiting<T, R>>,
     /// Signalled when a leader is done.
     done: Condvar,
 }
 
 #[derive(Debug)]
-struct Waiting<T> {
-    items: Vec<(T, Arc<Answer>)>,
+struct Waiting<T, R> {
+    items: Vec<(T, Arc<Answer<R>>)>,
     led: bool,
 }
 
-type Answer = Mutex<Option<Result<()>>>;
+type Answer<R> = Mutex<Option<Result<R>>>;
 
-impl<T> Default for Batched<T> {
+impl<T, R> Default for Batched<T, R> {
     fn default() -> Self {
         Self { waiting: Mutex::new(Waiting { items: Vec::new(), led: false }), done: Condvar::new() }
     }
 }
 
 /// The lead, handed on when it drops (a panic too).
-struct Lead<'a, T>(&'a Batched<T>);
+struct Lead<'a, T, R>(&'a Batched<T, R>);
 
-impl<T> Drop for Lead<'_, T> {
+impl<T, R> Drop for Lead<'_, T, R> {
     fn drop(&mut self) {
         lock(&self.0.waiting).led = false;
         self.0.done.notify_all();
@@ -47,6 +48,18 @@ impl<T> Batched<T> {
     /// items queued beside it, when this caller leads, or by a leader
     /// before.
     pub fn run(&self, item: T, write: impl FnOnce(Vec<T>) -> Result<()>) -> Result<()> {
+        self.each(item, |items| {
+            let count = items.len();
+            write(items).map(|()| vec![(); count])
+        })
+    }
+}
+
+impl<T, R> Batched<T, R> {
+    /// Queues `item` and returns its answer: the one at its place in what
+    /// `call` returns for the items it is given (in their order, one each),
+    /// or the error of that call.
+    pub fn each(&self, item: T, call: impl FnOnce(Vec<T>) -> Result<Vec<R>>) -> Result<R> {
         let answer = Arc::new(Answer::default());
         let mut waiting = lock(&self.waiting);
         waiting.items.push((item, answer.clone()));
@@ -62,15 +75,29 @@ impl<T> Batched<T> {
         // Nobody took this item: a leader answers what it takes before it
         // hands the lead on.
         waiting.led = true;
-        let (items, answers): (Vec<T>, Vec<Arc<Answer>>) = std::mem::take(&mut waiting.items).into_iter().unzip();
+        let (items, answers): (Vec<T>, Vec<Arc<Answer<R>>>) = std::mem::take(&mut waiting.items).into_iter().unzip();
         drop(waiting);
         let lead = Lead(self);
-        let result = write(items);
-        for other in &answers {
-            *lock(other) = Some(result.clone());
+        match call(items) {
+            Ok(results) if results.len() == answers.len() => {
+                for (other, result) in answers.iter().zip(results) {
+                    *lock(other) = Some(Ok(result));
+                }
+            }
+            Ok(results) => {
+                let error = Error::internal(format!("{} answers for {} batched items", results.len(), answers.len()));
+                for other in &answers {
+                    *lock(other) = Some(Err(error.clone()));
+                }
+            }
+            Err(error) => {
+                for other in &answers {
+                    *lock(other) = Some(Err(error.clone()));
+                }
+            }
         }
         drop(lead);
-        lock(&answer).take().unwrap_or_else(|| Err(Error::internal("a batched write was not answered")))
+        lock(&answer).take().unwrap_or_else(|| Err(Error::internal("a batched call was not answered")))
     }
 }
 
@@ -109,6 +136,34 @@ mod tests {
         let expected: Vec<u32> = (0..8).flat_map(|thread| (0..50).map(move |n| thread * 100 + n)).collect();
         assert_eq!(written, expected, "each item written once");
         assert!(writes.len() < 400, "{} writes for 400 items", writes.len());
+    }
+
+    #[test]
+    fn each_caller_gets_its_own_answer_from_a_shared_call() {
+        let batched: Batched<u32, u32> = Batched::default();
+        let calls = Mutex::new(0usize);
+        std::thread::scope(|scope| {
+            for thread in 0..8u32 {
+                let (batched, calls) = (&batched, &calls);
+                scope.spawn(move || {
+                    for n in 0..50 {
+                        let item = thread * 100 + n;
+                        let answer = batched
+                            .each(item, |items| {
+                                std::thread::sleep(std::time::Duration::from_micros(200));
+                                *lock(calls) += 1;
+                                Ok(items.iter().map(|item| item * 2).collect())
+                            })
+                            .unwrap();
+                        assert_eq!(answer, item * 2);
+                    }
+                });
+            }
+        });
+        let calls = calls.into_inner().unwrap();
+        assert!(calls < 400, "{calls} calls for 400 items");
+        let short = batched.each(1, |_| Ok(Vec::new()));
+        assert!(short.unwrap_err().message().contains("0 answers for 1"));
     }
 
     #[test]

@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
@@ -37,6 +37,7 @@ use tokio_postgres::types::ToSql;
 use super::{Durable, Engine, Entries, Health, Held, KeyRange, Table, Tx};
 use crate::error::{Error, Reason, Result};
 use crate::store::OpenError;
+use crate::store::batched::Batched;
 
 /// The schema, one migration per step, applied in order at open.
 const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_kv.sql")];
@@ -83,7 +84,16 @@ pub struct Postgres {
     /// The most holds at once: half the pool, so that the holders' own
     /// commits always find a connection.
     max_holds: usize,
+    /// Point reads that callers make at the same moment, read by one
+    /// statement (see [`Postgres::read_together`]).
+    reads: Batched<Vec<RowKey>, Vec<Option<Bytes>>>,
+    /// Point reads asked for, and the statements that read them.
+    read_calls: AtomicU64,
+    read_statements: AtomicU64,
 }
+
+/// A row's table and key, as the `kv` table stores them.
+type RowKey = (i16, Vec<u8>);
 
 /// Answered once everything committed before it was queued is durable.
 type Waiter = tokio::sync::oneshot::Sender<Result<()>>;
@@ -142,6 +152,9 @@ impl Postgres {
             flusher: None,
             holds: Arc::default(),
             max_holds: (options.pool_size / 2).max(1),
+            reads: Batched::default(),
+            read_calls: AtomicU64::new(0),
+            read_statements: AtomicU64::new(0),
         };
         engine.migrate().map_err(|e| match e {
             Migration::Newer { found } => OpenError::SchemaTooNew { found, supported: MIGRATIONS.len() as i32 },
@@ -246,6 +259,38 @@ impl Postgres {
             .collect())
     }
 
+    /// The rows each of `batches` names, in its order, read by one
+    /// statement. Reads that callers make at the same moment come here
+    /// together: a statement's round trip and the database's work to start
+    /// it cost far more than a row, and one statement reads one snapshot,
+    /// taken after every caller asked, so each caller sees every change
+    /// committed before its call, as a statement of its own would.
+    fn read_together(&self, batches: &[Vec<RowKey>]) -> Result<Vec<Vec<Option<Bytes>>>> {
+        let (tables, keys): (Vec<i16>, Vec<&[u8]>) =
+            batches.iter().flatten().map(|(table, key)| (*table, key.as_slice())).unzip();
+        self.read_statements.fetch_add(1, Ordering::Relaxed);
+        let rows = self.wait(async {
+            let client = self.client().await?;
+            let sql = "SELECT t, k, v FROM kv WHERE (t, k) IN (SELECT * FROM unnest($1::int2[], $2::bytea[]))";
+            let statement = client.prepare_cached(sql).await.map_err(failure)?;
+            let started = Instant::now();
+            let rows = client.query(&statement, &[&tables, &keys]).await;
+            statement_took("get", started);
+            rows.map_err(failure)
+        })?;
+        let found: HashMap<(i16, &[u8]), &[u8]> =
+            rows.iter().map(|row| ((row.get(0), row.get(1)), row.get(2))).collect();
+        Ok(batches
+            .iter()
+            .map(|batch| {
+                batch
+                    .iter()
+                    .map(|(table, key)| found.get(&(*table, key.as_slice())).map(|v| Bytes::copy_from_slice(v)))
+                    .collect()
+            })
+            .collect())
+    }
+
     /// Runs `work` once in a database transaction; see the module docs.
     fn attempt(&self, work: &mut dyn FnMut(&mut dyn Tx) -> Result<()>) -> std::result::Result<(), Attempt> {
         let client = self.wait(self.client())?;
@@ -294,43 +339,29 @@ impl Postgres {
         metrics::gauge!("agentvfs_store_pool_max_connections").set(status.max_size as f64);
         metrics::gauge!("agentvfs_store_pool_waiting").set(status.waiting as f64);
         metrics::counter!("agentvfs_store_transaction_retries_total").increment(0);
+        let (calls, statements) = self.reads_made();
+        metrics::counter!("agentvfs_store_point_reads_total").absolute(calls);
+        metrics::counter!("agentvfs_store_read_statements_total").absolute(statements);
+    }
+
+    /// Point reads asked for so far, and the statements that read them
+    /// (fewer when reads wait together; see [`Postgres::read_together`]).
+    fn reads_made(&self) -> (u64, u64) {
+        (self.read_calls.load(Ordering::Relaxed), self.read_statements.load(Ordering::Relaxed))
     }
 }
 
 impl Engine for Postgres {
     fn get(&self, table: Table, key: &[u8]) -> Result<Option<Bytes>> {
-        self.wait(async {
-            let client = self.client().await?;
-            let statement = client.prepare_cached("SELECT v FROM kv WHERE t = $1 AND k = $2").await.map_err(failure)?;
-            let started = Instant::now();
-            let row = client.query_opt(&statement, &[&(table as i16), &key]).await;
-            statement_took("get", started);
-            Ok(row.map_err(failure)?.map(|row| Bytes::from(row.get::<_, Vec<u8>>(0))))
-        })
+        Ok(self.get_many(&[(table, key)])?.pop().flatten())
     }
 
     fn get_many(&self, keys: &[(Table, &[u8])]) -> Result<Vec<Option<Bytes>>> {
-        let tables: Vec<i16> = keys.iter().map(|(table, _)| *table as i16).collect();
-        let keyed: Vec<&[u8]> = keys.iter().map(|(_, key)| *key).collect();
-        let rows = self.wait(async {
-            let client = self.client().await?;
-            let sql = "SELECT t, k, v FROM kv WHERE (t, k) IN (SELECT * FROM unnest($1::int2[], $2::bytea[]))";
-            let statement = client.prepare_cached(sql).await.map_err(failure)?;
-            let started = Instant::now();
-            let rows = client.query(&statement, &[&tables, &keyed]).await;
-            statement_took("get", started);
-            rows.map_err(failure)
-        })?;
-        let mut found = vec![None; keys.len()];
-        for row in rows {
-            let (table, key): (i16, &[u8]) = (row.get(0), row.get(1));
-            for (at, (wanted, wanted_key)) in keys.iter().enumerate() {
-                if *wanted as i16 == table && *wanted_key == key {
-                    found[at] = Some(Bytes::from(row.get::<_, Vec<u8>>(2)));
-                }
-            }
-        }
-        Ok(found)
+        let wanted = keys.iter().map(|(table, key)| (*table as i16, key.to_vec())).collect();
+        self.read_calls.fetch_add(1, Ordering::Relaxed);
+        // On a thread of the front's runtime, waiting for the reader in
+        // place, as `wait` does.
+        tokio::task::block_in_place(|| self.reads.each(wanted, |batches| self.read_together(&batches)))
     }
 
     fn scan(&self, table: Table, range: KeyRange, reverse: bool) -> Entries<'_> {
@@ -864,6 +895,49 @@ impl Iterator for Pages<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn point_reads_made_at_once_share_a_statement_and_each_gets_its_own_rows() {
+        let options = PostgresOptions {
+            url: agentvfs_testdb::Cluster::shared().create_database(),
+            pool_size: 4,
+            connect_timeout: Duration::from_secs(10),
+            statement_timeout: Duration::from_secs(30),
+        };
+        let engine = Postgres::open(&options).unwrap();
+        let key = |thread: u32, n: u32| format!("row.{thread}.{n}").into_bytes();
+        engine
+            .transact(&mut |tx| {
+                for (thread, n) in (0..16).flat_map(|thread| (0..40).map(move |n| (thread, n))) {
+                    // Every other row exists; the rest read as missing.
+                    if n % 2 == 0 {
+                        tx.put(Table::Meta, &key(thread, n), format!("value {thread} {n}").as_bytes())?;
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+        let (calls_before, statements_before) = engine.reads_made();
+        std::thread::scope(|scope| {
+            for thread in 0..16 {
+                let (engine, key) = (&engine, &key);
+                scope.spawn(move || {
+                    for n in (0..40).step_by(2) {
+                        let (present, missing) = (key(thread, n), key(thread, n + 1));
+                        let found = engine.get_many(&[(Table::Meta, &present), (Table::Meta, &missing)]).unwrap();
+                        let expected = format!("value {thread} {n}");
+                        assert_eq!(found, vec![Some(Bytes::from(expected.clone())), None]);
+                        let alone = engine.get(Table::Meta, &present).unwrap();
+                        assert_eq!(alone, Some(Bytes::from(expected)));
+                    }
+                });
+            }
+        });
+        let (calls, statements) = engine.reads_made();
+        let (calls, statements) = (calls - calls_before, statements - statements_before);
+        assert_eq!(calls, 16 * 20 * 2);
+        assert!(statements * 2 <= calls, "{statements} statements for {calls} reads");
+    }
 
     #[test]
     fn holds_lock_their_rows_and_leave_the_pool_room_for_commits() {

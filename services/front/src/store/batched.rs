@@ -2,10 +2,11 @@
 //!
 //! On a database, a transaction of one row costs a round trip and a commit
 //! of its own, and a statement that reads one row costs nearly what one that
-//! reads fifty does. Callers of [`Batched`] queue their item; one of them at
-//! a time leads, takes every item queued and makes one call for them all,
-//! then answers each caller with its share of the result. Callers that
-//! arrive meanwhile queue for the next.
+//! reads fifty does. Callers of [`Batched`] queue their item; one of them
+//! leads, takes every item queued and makes one call for them all, then
+//! answers each caller with its share of the result. Callers that arrive
+//! meanwhile queue for the next call, which starts once a call ends, or at
+//! once while fewer calls than the batch's limit are running.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
@@ -17,19 +18,27 @@ pub(in crate::store) struct Batched<T, R = ()> {
     waiting: Mutex<Waiting<T, R>>,
     /// Signalled when a leader is done.
     done: Condvar,
+    /// The most calls running at once.
+    calls: usize,
 }
 
 #[derive(Debug)]
 struct Waiting<T, R> {
     items: Vec<(T, Arc<Answer<R>>)>,
-    led: bool,
+    /// Items ever queued, and ever taken by a leader: an item is waiting
+    /// in `items` while its place in the queue is at or after `taken`.
+    queued: u64,
+    taken: u64,
+    /// Calls running now.
+    running: usize,
 }
 
 type Answer<R> = Mutex<Option<Result<R>>>;
 
 impl<T, R> Default for Batched<T, R> {
+    /// One call at a time.
     fn default() -> Self {
-        Self { waiting: Mutex::new(Waiting { items: Vec::new(), led: false }), done: Condvar::new() }
+        Self::new(1)
     }
 }
 
@@ -38,7 +47,7 @@ struct Lead<'a, T, R>(&'a Batched<T, R>);
 
 impl<T, R> Drop for Lead<'_, T, R> {
     fn drop(&mut self) {
-        lock(&self.0.waiting).led = false;
+        lock(&self.0.waiting).running -= 1;
         self.0.done.notify_all();
     }
 }
@@ -56,25 +65,36 @@ impl<T> Batched<T> {
 }
 
 impl<T, R> Batched<T, R> {
+    /// A batch that makes at most `calls` calls at once (at least one).
+    pub fn new(calls: usize) -> Self {
+        let waiting = Waiting { items: Vec::new(), queued: 0, taken: 0, running: 0 };
+        Self { waiting: Mutex::new(waiting), done: Condvar::new(), calls: calls.max(1) }
+    }
+
     /// Queues `item` and returns its answer: the one at its place in what
     /// `call` returns for the items it is given (in their order, one each),
     /// or the error of that call.
     pub fn each(&self, item: T, call: impl FnOnce(Vec<T>) -> Result<Vec<R>>) -> Result<R> {
         let answer = Arc::new(Answer::default());
         let mut waiting = lock(&self.waiting);
+        let place = waiting.queued;
+        waiting.queued += 1;
         waiting.items.push((item, answer.clone()));
         loop {
             if let Some(result) = lock(&answer).take() {
                 return result;
             }
-            if !waiting.led {
+            // Taken by a call that is running: its leader answers it.
+            let still_queued = place >= waiting.taken;
+            if still_queued && waiting.running < self.calls {
                 break;
             }
             waiting = self.done.wait(waiting).unwrap_or_else(PoisonError::into_inner);
         }
         // Nobody took this item: a leader answers what it takes before it
         // hands the lead on.
-        waiting.led = true;
+        waiting.running += 1;
+        waiting.taken = waiting.queued;
         let (items, answers): (Vec<T>, Vec<Arc<Answer<R>>>) = std::mem::take(&mut waiting.items).into_iter().unzip();
         drop(waiting);
         let lead = Lead(self);
@@ -139,19 +159,22 @@ mod tests {
     }
 
     #[test]
-    fn each_caller_gets_its_own_answer_from_a_shared_call() {
-        let batched: Batched<u32, u32> = Batched::default();
-        let calls = Mutex::new(0usize);
+    fn each_caller_gets_its_own_answer_from_calls_that_run_up_to_the_limit_at_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let batched: Batched<u32, u32> = Batched::new(3);
+        let (calls, running, most) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0));
         std::thread::scope(|scope| {
             for thread in 0..8u32 {
-                let (batched, calls) = (&batched, &calls);
+                let (batched, calls, running, most) = (&batched, &calls, &running, &most);
                 scope.spawn(move || {
                     for n in 0..50 {
                         let item = thread * 100 + n;
                         let answer = batched
                             .each(item, |items| {
+                                calls.fetch_add(1, Ordering::SeqCst);
+                                most.fetch_max(running.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
                                 std::thread::sleep(std::time::Duration::from_micros(200));
-                                *lock(calls) += 1;
+                                running.fetch_sub(1, Ordering::SeqCst);
                                 Ok(items.iter().map(|item| item * 2).collect())
                             })
                             .unwrap();
@@ -160,8 +183,9 @@ mod tests {
                 });
             }
         });
-        let calls = calls.into_inner().unwrap();
+        let (calls, most) = (calls.into_inner(), most.into_inner());
         assert!(calls < 400, "{calls} calls for 400 items");
+        assert!((2..=3).contains(&most), "{most} calls ran at once");
         let short = batched.each(1, |_| Ok(Vec::new()));
         assert!(short.unwrap_err().message().contains("0 answers for 1"));
     }

@@ -85,7 +85,8 @@ pub struct Postgres {
     /// commits always find a connection.
     max_holds: usize,
     /// Point reads that callers make at the same moment, read by one
-    /// statement (see [`Postgres::read_together`]).
+    /// statement (see [`Postgres::read_together`]), on at most a quarter of
+    /// the pool's connections at once.
     reads: Batched<Vec<RowKey>, Vec<Option<Bytes>>>,
     /// Point reads asked for, and the statements that read them.
     read_calls: AtomicU64,
@@ -152,7 +153,7 @@ impl Postgres {
             flusher: None,
             holds: Arc::default(),
             max_holds: (options.pool_size / 2).max(1),
-            reads: Batched::default(),
+            reads: Batched::new(options.pool_size / 4),
             read_calls: AtomicU64::new(0),
             read_statements: AtomicU64::new(0),
         };
@@ -896,15 +897,20 @@ impl Iterator for Pages<'_> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn point_reads_made_at_once_share_a_statement_and_each_gets_its_own_rows() {
+    /// An engine of four connections on a database of its own.
+    fn on_a_new_database() -> Postgres {
         let options = PostgresOptions {
             url: agentvfs_testdb::Cluster::shared().create_database(),
             pool_size: 4,
             connect_timeout: Duration::from_secs(10),
             statement_timeout: Duration::from_secs(30),
         };
-        let engine = Postgres::open(&options).unwrap();
+        Postgres::open(&options).unwrap()
+    }
+
+    #[test]
+    fn point_reads_made_at_once_share_a_statement_and_each_gets_its_own_rows() {
+        let engine = on_a_new_database();
         let key = |thread: u32, n: u32| format!("row.{thread}.{n}").into_bytes();
         engine
             .transact(&mut |tx| {
@@ -941,13 +947,7 @@ mod tests {
 
     #[test]
     fn holds_lock_their_rows_and_leave_the_pool_room_for_commits() {
-        let options = PostgresOptions {
-            url: agentvfs_testdb::Cluster::shared().create_database(),
-            pool_size: 4,
-            connect_timeout: Duration::from_secs(10),
-            statement_timeout: Duration::from_secs(30),
-        };
-        let engine = Postgres::open(&options).unwrap();
+        let engine = on_a_new_database();
         let row = |key: &[u8]| vec![(Table::Meta, key.to_vec())];
         let first = engine.hold(&row(b"gate.a")).unwrap();
         let second = engine.hold(&row(b"gate.b")).unwrap();

@@ -42,13 +42,21 @@ impl<T, R> Default for Batched<T, R> {
     }
 }
 
-/// The lead, handed on when it drops (a panic too).
-struct Lead<'a, T, R>(&'a Batched<T, R>);
+/// The lead of one call, handed on when it drops (a panic too): the items
+/// it took and has not answered are answered with an error then, so that
+/// no caller waits for a call that will not answer.
+struct Lead<'a, T, R> {
+    batched: &'a Batched<T, R>,
+    unanswered: Vec<Arc<Answer<R>>>,
+}
 
 impl<T, R> Drop for Lead<'_, T, R> {
     fn drop(&mut self) {
-        lock(&self.0.waiting).running -= 1;
-        self.0.done.notify_all();
+        for answer in &self.unanswered {
+            *lock(answer) = Some(Err(Error::internal("a batched call ended without answering")));
+        }
+        lock(&self.batched.waiting).running -= 1;
+        self.batched.done.notify_all();
     }
 }
 
@@ -97,8 +105,10 @@ impl<T, R> Batched<T, R> {
         waiting.taken = waiting.queued;
         let (items, answers): (Vec<T>, Vec<Arc<Answer<R>>>) = std::mem::take(&mut waiting.items).into_iter().unzip();
         drop(waiting);
-        let lead = Lead(self);
-        match call(items) {
+        let mut lead = Lead { batched: self, unanswered: answers };
+        let results = call(items);
+        let answers = std::mem::take(&mut lead.unanswered);
+        match results {
             Ok(results) if results.len() == answers.len() => {
                 for (other, result) in answers.iter().zip(results) {
                     *lock(other) = Some(Ok(result));
@@ -188,6 +198,49 @@ mod tests {
         assert!((2..=3).contains(&most), "{most} calls ran at once");
         let short = batched.each(1, |_| Ok(Vec::new()));
         assert!(short.unwrap_err().message().contains("0 answers for 1"));
+    }
+
+    #[test]
+    fn a_call_that_panics_answers_the_items_it_took_with_an_error() {
+        let batched: Arc<Batched<u32, u32>> = Arc::new(Batched::default());
+        let until = |done: fn(&Waiting<u32, u32>) -> bool| {
+            let batched = batched.clone();
+            move || {
+                while !done(&lock(&batched.waiting)) {
+                    std::thread::yield_now();
+                }
+            }
+        };
+        // A first call runs until two more items queue behind it; the
+        // second call takes both, and its leader's closure panics.
+        let first = {
+            let (batched, both_queued) = (batched.clone(), until(|waiting| waiting.items.len() == 2));
+            std::thread::spawn(move || {
+                batched.each(0, |_| {
+                    both_queued();
+                    Ok(vec![0])
+                })
+            })
+        };
+        until(|waiting| waiting.running == 1)();
+        let (sender, outcomes) = std::sync::mpsc::channel();
+        for item in 1..=2 {
+            let (batched, sender) = (batched.clone(), sender.clone());
+            std::thread::spawn(move || {
+                let call = || batched.each(item, |_| panic!("the call failed"));
+                sender.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(call))).unwrap();
+            });
+        }
+        assert_eq!(first.join().unwrap().unwrap(), 0);
+        // Both callers return: neither waits for an answer that never comes.
+        let wait = || outcomes.recv_timeout(std::time::Duration::from_secs(30)).expect("a caller returned");
+        let outcomes = [wait(), wait()];
+        let panicked = outcomes.iter().filter(|outcome| outcome.is_err()).count();
+        assert_eq!(panicked, 1, "the leader of the second call panics");
+        let answered = outcomes.into_iter().find_map(Result::ok).unwrap();
+        assert!(answered.unwrap_err().message().contains("without answering"));
+        // The batch goes on.
+        assert_eq!(batched.each(3, Ok).unwrap(), 3);
     }
 
     #[test]
